@@ -1,0 +1,28 @@
+# Project-wide compile settings applied to our own targets only (third-party headers stay SYSTEM).
+add_library(meshnode_warnings INTERFACE)
+target_compile_options(meshnode_warnings INTERFACE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+if(MESHNODE_SANITIZE)
+  target_compile_options(meshnode_warnings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+                         -fno-sanitize-recover=undefined)
+  target_link_options(meshnode_warnings INTERFACE -fsanitize=address,undefined)
+endif()
+
+# meshnode_library(<name> SOURCES ... DEPS ...): one static library per source folder,
+# target name meshnode_<name>, alias meshnode::<name>, include root = src/.
+function(meshnode_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(meshnode_${name} STATIC ${ARG_SOURCES})
+  add_library(meshnode::${name} ALIAS meshnode_${name})
+  target_include_directories(meshnode_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(meshnode_${name} PUBLIC ${ARG_DEPS} PRIVATE meshnode_warnings)
+endfunction()
+
+# meshnode_test(<name> SOURCES ... DEPS ...): a GoogleTest executable registered with ctest.
+function(meshnode_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main meshnode_warnings)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()

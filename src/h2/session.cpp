@@ -1,0 +1,476 @@
+#include "h2/session.hpp"
+
+#include "net/awaitable.hpp"
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+namespace meshnode::h2 {
+namespace {
+
+using net::kNoThrow;
+
+using base::Errc;
+using base::fail;
+
+// Bytes of frames gathered before one socket write: large enough for full TLS records and few
+// syscalls, small enough to keep latency and memory per connection low.
+constexpr std::size_t kWriteBatch = 64 * 1024;
+constexpr std::size_t kReadBuffer = 32 * 1024;
+
+Session* self_of(void* user) { return static_cast<Session*>(user); }
+
+nghttp2_nv make_nv(const std::string& name, const std::string& value) {
+  return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                    NGHTTP2_NV_FLAG_NONE};
+}
+
+struct CallbacksDeleter {
+  void operator()(nghttp2_session_callbacks* cb) const { nghttp2_session_callbacks_del(cb); }
+};
+struct OptionDeleter {
+  void operator()(nghttp2_option* opt) const { nghttp2_option_del(opt); }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Stream
+
+Stream::Stream(std::shared_ptr<Session> session, std::int32_t id)
+    : session_(std::move(session)),
+      id_(id),
+      readable_(session_->socket_.get_executor()),
+      writable_(session_->socket_.get_executor()) {}
+
+Stream::~Stream() = default;
+
+std::string_view Stream::header(std::string_view name) const noexcept {
+  for (const auto& h : headers_) {
+    if (h.name == name) return h.value;
+  }
+  return {};
+}
+
+asio::awaitable<base::Result<std::size_t>> Stream::read_some(std::span<std::byte> buf) {
+  for (;;) {
+    if (!recv_.empty()) {
+      std::size_t n = recv_.read(buf);
+      session_->consume(id_, n);
+      co_return n;
+    }
+    if (reset_) co_return fail(Errc::kReset, "stream reset");
+    if (recv_eof_) co_return std::size_t{0};
+    if (closed_) co_return fail(Errc::kReset, "stream closed before END_STREAM");
+    co_await readable_.wait();
+  }
+}
+
+asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte> data) {
+  while (!data.empty()) {
+    if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed while writing");
+    if (send_eof_) co_return fail(Errc::kClosed, "write after shutdown_write");
+    std::size_t cap = session_->settings_.stream_send_buffer;
+    if (send_.size() >= cap) {
+      co_await writable_.wait();
+      continue;
+    }
+    std::size_t n = std::min(cap - send_.size(), data.size());
+    send_.append(data.first(n));
+    data = data.subspan(n);
+    nghttp2_session_resume_data(session_->session_, id_);
+    session_->signal_write();
+  }
+  co_return base::Result<void>{};
+}
+
+asio::awaitable<base::Result<void>> Stream::shutdown_write() {
+  if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before shutdown");
+  if (!send_eof_) {
+    send_eof_ = true;
+    nghttp2_session_resume_data(session_->session_, id_);
+    session_->signal_write();
+  }
+  co_return base::Result<void>{};
+}
+
+void Stream::reset() {
+  if (!closed_ && !session_->dead_) {
+    nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_CONNECT_ERROR);
+    session_->signal_write();
+  }
+  reset_ = true;
+  // Unread bytes still occupy the connection window: give it back so other streams keep flowing.
+  if (!recv_.empty()) {
+    session_->consume(id_, recv_.size());
+    recv_.clear();
+  }
+  send_.clear();
+  wake();
+}
+
+asio::awaitable<base::Result<int>> Stream::wait_response() {
+  while (!headers_done_) {
+    if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before response");
+    co_await readable_.wait();
+  }
+  co_return status_;
+}
+
+base::Result<void> Stream::respond(int status, const Headers& extra) {
+  if (closed_ || session_->dead_) return fail(Errc::kClosed, "stream closed before response");
+  std::string status_text = std::to_string(status);
+  std::string status_name = ":status";
+  std::vector<nghttp2_nv> nva;
+  nva.push_back(make_nv(status_name, status_text));
+  for (const auto& h : extra) nva.push_back(make_nv(h.name, h.value));
+  nghttp2_data_provider provider{};
+  provider.source.ptr = this;
+  provider.read_callback = &Session::read_data;
+  int rv = nghttp2_submit_response(session_->session_, id_, nva.data(), nva.size(), status == 200 ? &provider : nullptr);
+  if (rv != 0) return fail(Errc::kProtocol, std::string("submit response: ") + nghttp2_strerror(rv));
+  if (status != 200) {
+    send_eof_ = true;
+    if (!recv_eof_) nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_NO_ERROR);
+  }
+  session_->signal_write();
+  return {};
+}
+
+void Stream::on_closed(std::uint32_t error_code) {
+  closed_ = true;
+  // RST_STREAM(NO_ERROR) after a complete response is a normal end (RFC 9113 §8.1); any other
+  // code, or a close before END_STREAM, is a reset of the tunnelled TCP connection.
+  if (error_code != NGHTTP2_NO_ERROR) reset_ = true;
+  wake();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session
+
+Session::Session(TlsSocket socket, Role role, Settings settings, StreamHandler handler)
+    : socket_(std::move(socket)),
+      role_(role),
+      settings_(settings),
+      handler_(std::move(handler)),
+      write_signal_(socket_.get_executor()),
+      keepalive_timer_(socket_.get_executor()) {}
+
+Session::~Session() {
+  if (session_ != nullptr) nghttp2_session_del(session_);
+}
+
+base::Result<std::shared_ptr<Session>> Session::create(TlsSocket socket, Role role, Settings settings,
+                                                       StreamHandler handler) {
+  std::shared_ptr<Session> s(new Session(std::move(socket), role, settings, std::move(handler)));
+  auto ok = s->init();
+  if (!ok) return std::unexpected(ok.error());
+  return s;
+}
+
+base::Result<void> Session::init() {
+  nghttp2_session_callbacks* raw_cb = nullptr;
+  if (nghttp2_session_callbacks_new(&raw_cb) != 0) return fail(Errc::kInternal, "nghttp2 callbacks");
+  std::unique_ptr<nghttp2_session_callbacks, CallbacksDeleter> cb(raw_cb);
+  nghttp2_session_callbacks_set_send_callback(cb.get(), &Session::on_send);
+  nghttp2_session_callbacks_set_send_data_callback(cb.get(), &Session::on_send_data);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb.get(), &Session::on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb.get(), &Session::on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb.get(), &Session::on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb.get(), &Session::on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb.get(), &Session::on_stream_close);
+
+  nghttp2_option* raw_opt = nullptr;
+  if (nghttp2_option_new(&raw_opt) != 0) return fail(Errc::kInternal, "nghttp2 options");
+  std::unique_ptr<nghttp2_option, OptionDeleter> opt(raw_opt);
+  // Window updates are sent when the application consumes bytes, not when they arrive: this is
+  // what makes a slow reader push back on its own stream only.
+  nghttp2_option_set_no_auto_window_update(opt.get(), 1);
+  nghttp2_option_set_peer_max_concurrent_streams(opt.get(), 100);
+
+  int rv = role_ == Role::kClient ? nghttp2_session_client_new2(&session_, cb.get(), this, opt.get())
+                                  : nghttp2_session_server_new2(&session_, cb.get(), this, opt.get());
+  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 session: ") + nghttp2_strerror(rv));
+
+  std::array<nghttp2_settings_entry, 4> iv{{
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, settings_.stream_window},
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, settings_.max_frame},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, settings_.max_header_list},
+      {role_ == Role::kServer ? NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS : NGHTTP2_SETTINGS_ENABLE_PUSH,
+       role_ == Role::kServer ? settings_.max_concurrent_streams : 0u},
+  }};
+  rv = nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv.data(), iv.size());
+  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 settings: ") + nghttp2_strerror(rv));
+  rv = nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                             static_cast<std::int32_t>(settings_.connection_window));
+  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 window: ") + nghttp2_strerror(rv));
+  return {};
+}
+
+void Session::start() {
+  auto ex = socket_.get_executor();
+  asio::co_spawn(ex, read_loop(shared_from_this()), asio::detached);
+  asio::co_spawn(ex, write_loop(shared_from_this()), asio::detached);
+  asio::co_spawn(ex, keepalive_loop(shared_from_this()), asio::detached);
+}
+
+std::uint32_t Session::peer_max_concurrent_streams() const noexcept {
+  return nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+base::Result<std::shared_ptr<Stream>> Session::open_stream(const Headers& headers) {
+  if (!accepting()) return fail(Errc::kClosed, "HTTP/2 connection is closing");
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(headers.size());
+  for (const auto& h : headers) nva.push_back(make_nv(h.name, h.value));
+  // The Stream must exist before nghttp2 can call read_data, so submit with a placeholder source
+  // and bind it right after: nghttp2 does not call back from inside submit_request.
+  nghttp2_data_provider provider{};
+  provider.read_callback = &Session::read_data;
+  std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &provider, nullptr);
+  if (id < 0) return fail(Errc::kProtocol, std::string("submit request: ") + nghttp2_strerror(id));
+  auto stream = std::make_shared<Stream>(shared_from_this(), id);
+  streams_.emplace(id, stream);
+  nghttp2_session_set_stream_user_data(session_, id, stream.get());
+  signal_write();
+  return stream;
+}
+
+Stream* Session::find(std::int32_t stream_id) {
+  auto it = streams_.find(stream_id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+void Session::consume(std::int32_t stream_id, std::size_t n) {
+  if (dead_ || n == 0) return;
+  nghttp2_session_consume_connection(session_, n);
+  if (find(stream_id) != nullptr) nghttp2_session_consume_stream(session_, stream_id, n);
+  signal_write();
+}
+
+void Session::drain() {
+  if (dead_ || draining_) return;
+  draining_ = true;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
+                        NGHTTP2_NO_ERROR, nullptr, 0);
+  close_if_idle();
+  signal_write();
+}
+
+void Session::close_if_idle() {
+  if (draining_ && streams_.empty() && !dead_) {
+    nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    signal_write();
+  }
+}
+
+void Session::abort(std::string_view reason) {
+  if (dead_) return;
+  dead_ = true;
+  close_reason_ = reason;
+  SPDLOG_DEBUG("h2 connection closed: {}", reason);
+  std::error_code ec;
+  socket_.lowest_layer().close(ec);
+  keepalive_timer_.cancel();
+  write_signal_.notify();
+  auto streams = std::move(streams_);
+  streams_.clear();
+  for (auto& [id, stream] : streams) {
+    stream->closed_ = true;
+    stream->reset_ = true;
+    stream->wake();
+  }
+}
+
+asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/) {
+  std::vector<std::uint8_t> buf(kReadBuffer);
+  while (!dead_) {
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf), kNoThrow);
+    if (ec) {
+      abort(ec == asio::error::eof ? "peer closed the connection" : ec.message());
+      break;
+    }
+    ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), n);
+    if (rv < 0) {
+      abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
+      break;
+    }
+    signal_write();
+  }
+}
+
+asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*/) {
+  while (!dead_) {
+    int rv = nghttp2_session_send(session_);
+    if (rv != 0) {
+      abort(std::string("HTTP/2 send error: ") + nghttp2_strerror(rv));
+      break;
+    }
+    if (out_.empty()) {
+      if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
+        abort("HTTP/2 connection finished");
+        break;
+      }
+      if (out_.capacity() > 2 * kWriteBatch) std::vector<std::byte>().swap(out_);
+      co_await write_signal_.wait();
+      continue;
+    }
+    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(out_), kNoThrow);
+    out_.clear();
+    if (ec) {
+      abort("write failed: " + ec.message());
+      break;
+    }
+  }
+}
+
+asio::awaitable<void> Session::keepalive_loop(std::shared_ptr<Session> /*keep_alive*/) {
+  while (!dead_) {
+    keepalive_timer_.expires_after(settings_.ping_interval);
+    co_await keepalive_timer_.async_wait(kNoThrow);
+    if (dead_) break;
+    auto now = std::chrono::steady_clock::now();
+    if (ping_outstanding_) {
+      if (now - ping_sent_ >= settings_.ping_timeout) {
+        abort("keepalive: no PING acknowledgement within timeout");
+        break;
+      }
+      continue;
+    }
+    nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+    ping_outstanding_ = true;
+    ping_sent_ = now;
+    signal_write();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nghttp2 callbacks
+
+ssize_t Session::on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int, void* user) {
+  Session* s = self_of(user);
+  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
+  const auto* p = reinterpret_cast<const std::byte*>(data);
+  s->out_.insert(s->out_.end(), p, p + len);
+  return static_cast<ssize_t>(len);
+}
+
+ssize_t Session::read_data(nghttp2_session*, std::int32_t, std::uint8_t*, std::size_t length,
+                           std::uint32_t* data_flags, nghttp2_data_source* source, void* user) {
+  auto* stream = static_cast<Stream*>(source->ptr);
+  if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;  // open_stream binds it right after submit
+  (void)user;
+  std::size_t n = std::min(length, stream->send_.size());
+  if (n == 0) {
+    if (stream->send_eof_) {
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+      return 0;
+    }
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  // Frame payload is copied straight from the stream's queue into the write batch (on_send_data).
+  *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (stream->send_eof_ && n == stream->send_.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(n);
+}
+
+int Session::on_send_data(nghttp2_session*, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
+                          nghttp2_data_source* source, void* user) {
+  Session* s = self_of(user);
+  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
+  auto* stream = static_cast<Stream*>(source->ptr);
+  const auto* hd = reinterpret_cast<const std::byte*>(framehd);
+  s->out_.insert(s->out_.end(), hd, hd + 9);
+  auto payload = stream->send_.front().first(len);
+  s->out_.insert(s->out_.end(), payload.begin(), payload.end());
+  stream->send_.consume(len);
+  if (frame->data.padlen > 0) s->out_.insert(s->out_.end(), frame->data.padlen - 1, std::byte{0});
+  stream->writable_.notify();
+  return 0;
+}
+
+int Session::on_begin_headers(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
+  Session* s = self_of(user);
+  if (s->role_ != Role::kServer || frame->hd.type != NGHTTP2_HEADERS ||
+      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;
+  }
+  auto stream = std::make_shared<Stream>(s->shared_from_this(), frame->hd.stream_id);
+  nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, stream.get());
+  s->streams_.emplace(frame->hd.stream_id, std::move(stream));
+  return 0;
+}
+
+int Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
+                       const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void* user) {
+  Stream* stream = self_of(user)->find(frame->hd.stream_id);
+  if (stream == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  std::string n(reinterpret_cast<const char*>(name), namelen);
+  std::string v(reinterpret_cast<const char*>(value), valuelen);
+  if (n == ":status") {
+    std::from_chars(v.data(), v.data() + v.size(), stream->status_);
+  }
+  stream->headers_.push_back(Header{std::move(n), std::move(v)});
+  return 0;
+}
+
+int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  Session* s = self_of(user);
+  switch (frame->hd.type) {
+    case NGHTTP2_PING:
+      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) s->ping_outstanding_ = false;
+      return 0;
+    case NGHTTP2_GOAWAY:
+      s->goaway_ = true;
+      return 0;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA:
+      break;
+    default:
+      return 0;
+  }
+  auto it = s->streams_.find(frame->hd.stream_id);
+  if (it == s->streams_.end()) return 0;
+  auto stream = it->second;
+  if (frame->hd.type == NGHTTP2_HEADERS && !stream->headers_done_) {
+    stream->headers_done_ = true;
+    if (s->role_ == Role::kServer && s->handler_) s->handler_(stream);
+  }
+  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) stream->recv_eof_ = true;
+  stream->readable_.notify();
+  return 0;
+}
+
+int Session::on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t stream_id, const std::uint8_t* data,
+                           std::size_t len, void* user) {
+  Session* s = self_of(user);
+  Stream* stream = s->find(stream_id);
+  if (stream == nullptr || stream->reset_) {
+    // Nobody will read these bytes: release their flow-control credit at once.
+    nghttp2_session_consume_connection(s->session_, len);
+    return 0;
+  }
+  stream->recv_.append({reinterpret_cast<const std::byte*>(data), len});
+  stream->readable_.notify();
+  return 0;
+}
+
+int Session::on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user) {
+  Session* s = self_of(user);
+  auto it = s->streams_.find(stream_id);
+  if (it == s->streams_.end()) return 0;
+  auto stream = std::move(it->second);
+  s->streams_.erase(it);
+  stream->on_closed(error_code);
+  s->close_if_idle();
+  return 0;
+}
+
+}  // namespace meshnode::h2

@@ -1,0 +1,176 @@
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl/stream.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.hpp"
+#include "h2/byte_queue.hpp"
+#include "net/byte_stream.hpp"
+
+#include <nghttp2/nghttp2.h>
+
+namespace meshnode::h2 {
+
+using TlsSocket = asio::ssl::stream<asio::ip::tcp::socket>;
+
+/// HTTP/2 settings of an HBONE connection. Defaults are ztunnel's (research §2.1): stream window
+/// 4 MiB, connection window 16 MiB, max frame 1 MiB, PING every 10 s, dead after 20 s without PONG.
+struct Settings {
+  std::uint32_t stream_window = 4u << 20;       ///< bytes, SETTINGS_INITIAL_WINDOW_SIZE
+  std::uint32_t connection_window = 16u << 20;  ///< bytes, WINDOW_UPDATE on stream 0
+  std::uint32_t max_frame = 1u << 20;           ///< bytes, SETTINGS_MAX_FRAME_SIZE
+  std::uint32_t max_concurrent_streams = 200;   ///< advertised by servers
+  std::uint32_t max_header_list = 65536;        ///< bytes, SETTINGS_MAX_HEADER_LIST_SIZE
+  std::size_t stream_send_buffer = 256 * 1024;  ///< bytes queued per stream before write_all waits
+  std::chrono::seconds ping_interval{10};
+  std::chrono::seconds ping_timeout{20};
+};
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+using Headers = std::vector<Header>;
+
+class Session;
+
+/// One HTTP/2 stream as a byte stream: DATA frames carry the bytes, END_STREAM is EOF, RST_STREAM
+/// is a reset (RFC 9113 §8.5: CONNECT tunnels). Flow control is per stream: bytes are
+/// acknowledged (WINDOW_UPDATE) only when `read_some` hands them to the caller, so a slow reader
+/// stalls only its own stream. Lives on the session's io_context thread.
+class Stream final : public net::ByteStream {
+ public:
+  Stream(std::shared_ptr<Session> session, std::int32_t id);
+  ~Stream() override;
+
+  asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte> buf) override;
+  asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) override;
+  asio::awaitable<base::Result<void>> shutdown_write() override;
+  /// Sends RST_STREAM(CONNECT_ERROR) unless already closed; wakes pending reads and writes.
+  void reset() override;
+
+  [[nodiscard]] std::int32_t id() const noexcept { return id_; }
+  /// Request headers (server side) or response headers (client side), pseudo-headers included.
+  [[nodiscard]] const Headers& headers() const noexcept { return headers_; }
+  /// Value of the first header named `name` (lowercase), empty if absent.
+  [[nodiscard]] std::string_view header(std::string_view name) const noexcept;
+
+  /// Client: waits for the response HEADERS; returns :status. Errc::kReset/kClosed if the stream
+  /// or the connection ends first.
+  asio::awaitable<base::Result<int>> wait_response();
+  /// Server: sends the response. 200 keeps the stream open for DATA both ways; any other status
+  /// ends the stream (END_STREAM, then RST_STREAM(NO_ERROR) if the client is still sending).
+  base::Result<void> respond(int status, const Headers& extra = {});
+
+ private:
+  friend class Session;
+  void on_closed(std::uint32_t error_code);
+  void wake() {
+    readable_.notify();
+    writable_.notify();
+  }
+
+  std::shared_ptr<Session> session_;
+  std::int32_t id_;
+  Headers headers_;
+  int status_ = 0;
+  bool headers_done_ = false;
+  ByteQueue recv_;
+  bool recv_eof_ = false;
+  ByteQueue send_;
+  bool send_eof_ = false;
+  bool closed_ = false;
+  bool reset_ = false;
+  net::Signal readable_;
+  net::Signal writable_;
+};
+
+/// An HTTP/2 connection over TLS, driven by two coroutines (socket → nghttp2, nghttp2 → socket)
+/// plus a PING keepalive. Owned by shared_ptr: its coroutines and every open Stream keep it alive.
+/// All methods run on the io_context thread the socket belongs to.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  enum class Role { kClient, kServer };
+  /// Server: called once per stream whose request HEADERS are complete; spawns its own work.
+  using StreamHandler = std::function<void(std::shared_ptr<Stream>)>;
+
+  /// Wraps an already handshaken TLS socket. Errc::kInternal if nghttp2 cannot be set up.
+  [[nodiscard]] static base::Result<std::shared_ptr<Session>> create(TlsSocket socket, Role role, Settings settings,
+                                                                     StreamHandler handler = {});
+  ~Session();
+
+  /// Sends the connection preface/SETTINGS and starts the coroutines.
+  void start();
+  /// Client: submits a request (HBONE: :method CONNECT + :authority + extra headers) with an open
+  /// DATA source. Errc::kClosed if the connection is dead or going away.
+  [[nodiscard]] base::Result<std::shared_ptr<Stream>> open_stream(const Headers& headers);
+
+  /// True while new streams may be opened (alive, no GOAWAY).
+  [[nodiscard]] bool accepting() const noexcept { return !dead_ && !goaway_ && !draining_; }
+  [[nodiscard]] bool alive() const noexcept { return !dead_; }
+  [[nodiscard]] std::size_t active_streams() const noexcept { return streams_.size(); }
+  /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (0xffffffff until its SETTINGS arrive).
+  [[nodiscard]] std::uint32_t peer_max_concurrent_streams() const noexcept;
+
+  /// Graceful: sends GOAWAY, lets open streams finish, then closes.
+  void drain();
+  /// Closes the connection now; every open stream sees a reset.
+  void abort(std::string_view reason);
+
+  TlsSocket& socket() noexcept { return socket_; }
+
+ private:
+  friend class Stream;
+  Session(TlsSocket socket, Role role, Settings settings, StreamHandler handler);
+  base::Result<void> init();
+  asio::awaitable<void> read_loop(std::shared_ptr<Session> self);
+  asio::awaitable<void> write_loop(std::shared_ptr<Session> self);
+  asio::awaitable<void> keepalive_loop(std::shared_ptr<Session> self);
+  void signal_write() { write_signal_.notify(); }
+  void consume(std::int32_t stream_id, std::size_t n);
+  Stream* find(std::int32_t stream_id);
+  void close_if_idle();
+
+  // nghttp2 callbacks (user_data = Session*).
+  static ssize_t on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int flags, void* user);
+  static int on_send_data(nghttp2_session*, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
+                          nghttp2_data_source* source, void* user);
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
+                       const std::uint8_t* value, std::size_t valuelen, std::uint8_t flags, void* user);
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t stream_id, const std::uint8_t* data,
+                           std::size_t len, void* user);
+  static int on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user);
+  static ssize_t read_data(nghttp2_session*, std::int32_t stream_id, std::uint8_t* buf, std::size_t length,
+                           std::uint32_t* data_flags, nghttp2_data_source* source, void* user);
+
+  TlsSocket socket_;
+  Role role_;
+  Settings settings_;
+  StreamHandler handler_;
+  nghttp2_session* session_ = nullptr;
+  std::unordered_map<std::int32_t, std::shared_ptr<Stream>> streams_;
+  std::vector<std::byte> out_;
+  net::Signal write_signal_;
+  asio::steady_timer keepalive_timer_;
+  std::chrono::steady_clock::time_point ping_sent_{};
+  bool ping_outstanding_ = false;
+  bool dead_ = false;
+  bool goaway_ = false;
+  bool draining_ = false;
+  std::string close_reason_;
+};
+
+}  // namespace meshnode::h2

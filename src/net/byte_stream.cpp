@@ -1,0 +1,60 @@
+#include "net/byte_stream.hpp"
+
+#include "net/awaitable.hpp"
+#include <asio/read.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+namespace meshnode::net {
+namespace {
+
+
+
+base::Error to_error(const std::error_code& ec, const char* what) {
+  if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+    return base::Error{base::Errc::kReset, what, ec};
+  }
+  if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
+    return base::Error{base::Errc::kClosed, what, ec};
+  }
+  return base::Error{base::Errc::kIo, what, ec};
+}
+
+}  // namespace
+
+asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::byte> buf) {
+  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
+  if (ec == asio::error::eof) co_return 0;
+  if (ec) co_return std::unexpected(to_error(ec, "tcp read"));
+  co_return n;
+}
+
+asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::byte> data) {
+  auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(data.data(), data.size()), kNoThrow);
+  if (ec) co_return std::unexpected(to_error(ec, "tcp write"));
+  co_return base::Result<void>{};
+}
+
+asio::awaitable<base::Result<void>> TcpStream::shutdown_write() {
+  std::error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  if (ec && ec != asio::error::not_connected) co_return std::unexpected(to_error(ec, "tcp shutdown"));
+  co_return base::Result<void>{};
+}
+
+void TcpStream::reset() {
+  std::error_code ec;
+  if (!socket_.is_open()) return;
+  socket_.set_option(asio::socket_base::linger(true, 0), ec);
+  socket_.close(ec);
+}
+
+asio::awaitable<void> Signal::wait() {
+  if (!pending_) {
+    timer_.expires_at(asio::steady_timer::time_point::max());
+    co_await timer_.async_wait(kNoThrow);
+  }
+  pending_ = false;
+}
+
+}  // namespace meshnode::net

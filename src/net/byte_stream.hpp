@@ -1,0 +1,63 @@
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <cstddef>
+#include <span>
+
+#include "base/error.hpp"
+
+namespace meshnode::net {
+
+/// One direction-independent byte stream: a TCP socket, or one HTTP/2 CONNECT stream.
+/// Contract shared by every implementation (the copy engine relies on it):
+/// - `read_some` returns 1..buf.size() bytes, 0 on a clean EOF (FIN / END_STREAM), Errc::kReset when
+///   the peer reset (TCP RST / RST_STREAM), other errors otherwise;
+/// - `write_all` writes everything or fails; `shutdown_write` sends EOF (FIN / END_STREAM) and keeps
+///   the read side open; `reset` aborts both directions (TCP RST / RST_STREAM) and wakes pending ops.
+/// Single-threaded: call from the io_context thread that owns the stream; at most one read and one
+/// write outstanding.
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  virtual asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte> buf) = 0;
+  virtual asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) = 0;
+  virtual asio::awaitable<base::Result<void>> shutdown_write() = 0;
+  virtual void reset() = 0;
+};
+
+/// ByteStream over a connected TCP socket. `reset()` closes with SO_LINGER 0 so the peer sees RST.
+class TcpStream final : public ByteStream {
+ public:
+  explicit TcpStream(asio::ip::tcp::socket socket) : socket_(std::move(socket)) {}
+
+  asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte> buf) override;
+  asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) override;
+  asio::awaitable<base::Result<void>> shutdown_write() override;
+  void reset() override;
+
+  asio::ip::tcp::socket& socket() noexcept { return socket_; }
+
+ private:
+  asio::ip::tcp::socket socket_;
+};
+
+/// A level-triggered wake-up for one waiting coroutine on a single-threaded io_context:
+/// `notify()` before `wait()` is remembered, so no wake-up is lost.
+class Signal {
+ public:
+  explicit Signal(const asio::any_io_executor& ex) : timer_(ex, asio::steady_timer::time_point::max()) {}
+  asio::awaitable<void> wait();
+  void notify() {
+    pending_ = true;
+    timer_.cancel();
+  }
+
+ private:
+  asio::steady_timer timer_;
+  bool pending_ = false;
+};
+
+}  // namespace meshnode::net

@@ -1,0 +1,140 @@
+#include "net/socket.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace meshnode::net {
+namespace {
+
+// From <linux/netfilter_ipv4.h> and <linux/netfilter_ipv6/ip6_tables.h>, which clash with glibc's
+// <netinet/in.h> when both are included.
+constexpr int kSoOriginalDst = 80;
+constexpr int kIp6tSoOriginalDst = 80;
+
+using base::Result;
+using base::SocketAddr;
+using base::UniqueFd;
+
+std::string where(const base::Netns* netns) { return netns ? " in netns " + netns->description() : ""; }
+
+// Runs `make` in `netns` when given; socket() binds the socket to the namespace current at creation.
+template <class Fn>
+Result<UniqueFd> create_in(const base::Netns* netns, Fn&& make) {
+  Result<UniqueFd> out = base::fail(base::Errc::kInternal, "socket not created");
+  if (netns == nullptr) return make();
+  auto switched = netns->run_in([&] { out = make(); });
+  if (!switched) return std::unexpected(switched.error());
+  return out;
+}
+
+void set_int(int fd, int level, int name, int value) { ::setsockopt(fd, level, name, &value, sizeof(value)); }
+
+}  // namespace
+
+socklen_t to_sockaddr(const SocketAddr& addr, sockaddr_storage& out) {
+  std::memset(&out, 0, sizeof(out));
+  if (addr.ip.is_v4()) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&out);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(addr.port);
+    std::memcpy(&sin->sin_addr, addr.ip.bytes().data(), 4);
+    return sizeof(sockaddr_in);
+  }
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(&out);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(addr.port);
+  std::memcpy(&sin6->sin6_addr, addr.ip.bytes().data(), 16);
+  return sizeof(sockaddr_in6);
+}
+
+Result<SocketAddr> from_sockaddr(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) {
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(&ss);
+    std::array<std::uint8_t, 4> b{};
+    std::memcpy(b.data(), &sin->sin_addr, 4);
+    return SocketAddr{base::IpAddr::v4(b), ntohs(sin->sin_port)};
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    std::array<std::uint8_t, 16> b{};
+    std::memcpy(b.data(), &sin6->sin6_addr, 16);
+    return SocketAddr{base::IpAddr::v6(b), ntohs(sin6->sin6_port)};
+  }
+  return base::fail(base::Errc::kInvalidArgument, "unsupported address family " + std::to_string(ss.ss_family));
+}
+
+Result<UniqueFd> make_listener(const base::Netns* netns, const SocketAddr& addr, const ListenOptions& options) {
+  auto make = [&]() -> Result<UniqueFd> {
+    SocketAddr bind_addr = addr;
+    bool dual_stack = addr.ip.is_v4() && addr.ip.is_unspecified();
+    UniqueFd fd;
+    if (dual_stack) {
+      fd.reset(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (fd) {
+        set_int(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0);
+        bind_addr.ip = base::IpAddr::v6({});
+      }
+    }
+    if (!fd) {
+      bind_addr = addr;
+      fd.reset(::socket(addr.ip.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    }
+    if (!fd) return base::fail_errno("socket for listener " + addr.to_string() + where(netns), errno);
+    set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1);
+    if (options.reuse_port) set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1);
+    if (options.transparent) set_int(fd.get(), SOL_IP, IP_TRANSPARENT, 1);
+    sockaddr_storage ss{};
+    socklen_t len = to_sockaddr(bind_addr, ss);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+      return base::fail_errno("bind " + addr.to_string() + where(netns), errno);
+    }
+    if (::listen(fd.get(), options.backlog) != 0) {
+      return base::fail_errno("listen " + addr.to_string() + where(netns), errno);
+    }
+    return fd;
+  };
+  return create_in(netns, make);
+}
+
+Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr& addr, std::uint32_t mark) {
+  auto make = [&]() -> Result<UniqueFd> {
+    UniqueFd fd(::socket(addr.ip.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) return base::fail_errno("socket to " + addr.to_string() + where(netns), errno);
+    if (mark != 0 && ::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
+      return base::fail_errno("SO_MARK on socket to " + addr.to_string(), errno);
+    }
+    set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
+    return fd;
+  };
+  return create_in(netns, make);
+}
+
+Result<SocketAddr> original_dst(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(sockaddr_in);
+  if (::getsockopt(fd, SOL_IP, kSoOriginalDst, &ss, &len) == 0) return from_sockaddr(ss);
+  len = sizeof(sockaddr_in6);
+  if (::getsockopt(fd, SOL_IPV6, kIp6tSoOriginalDst, &ss, &len) == 0) return from_sockaddr(ss);
+  return local_addr(fd);
+}
+
+Result<SocketAddr> local_addr(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return base::fail_errno("getsockname", errno);
+  return from_sockaddr(ss);
+}
+
+Result<SocketAddr> peer_addr(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return base::fail_errno("getpeername", errno);
+  return from_sockaddr(ss);
+}
+
+}  // namespace meshnode::net

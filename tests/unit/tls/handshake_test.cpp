@@ -1,0 +1,199 @@
+#include <gtest/gtest.h>
+#include <openssl/err.h>
+
+#include <array>
+#include <string_view>
+
+#include "tls/context.hpp"
+#include "tls/local_ca.hpp"
+#include "tls/verify.hpp"
+#include "tls_test_util.hpp"
+
+namespace meshnode::tls {
+namespace {
+
+using testing::spiffe;
+using testing::TempDir;
+
+enum class Side { kPending, kDone, kFailed };
+
+// Client and server SSL objects joined by an in-memory BIO pair: what one writes the other reads.
+struct Connection {
+  SslPtr client;
+  SslPtr server;
+  Side client_state = Side::kPending;
+  Side server_state = Side::kPending;
+
+  bool ok() const { return client_state == Side::kDone && server_state == Side::kDone; }
+};
+
+Side step(SSL* ssl) {
+  int rc = SSL_do_handshake(ssl);
+  if (rc == 1) return Side::kDone;
+  int err = SSL_get_error(ssl, rc);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return Side::kPending;
+  ERR_clear_error();
+  return Side::kFailed;
+}
+
+// Drives both handshakes in lock-step until neither can make progress. In TLS 1.3 the client
+// finishes before the server has judged its certificate, so a client that "finished" then reads
+// once to collect the server's verdict (an alert, or nothing when the server accepted it).
+Connection handshake(SSL_CTX* client_ctx, SSL_CTX* server_ctx, const unsigned char* alpn = nullptr,
+                     unsigned alpn_len = 0) {
+  Connection c{SslPtr(SSL_new(client_ctx)), SslPtr(SSL_new(server_ctx))};
+  BIO* client_bio = nullptr;
+  BIO* server_bio = nullptr;
+  EXPECT_EQ(BIO_new_bio_pair(&client_bio, 0, &server_bio, 0), 1);
+  SSL_set_bio(c.client.get(), client_bio, client_bio);
+  SSL_set_bio(c.server.get(), server_bio, server_bio);
+  SSL_set_connect_state(c.client.get());
+  SSL_set_accept_state(c.server.get());
+  if (alpn != nullptr) {
+    EXPECT_EQ(SSL_set_alpn_protos(c.client.get(), alpn, alpn_len), 0);
+  }
+  for (int i = 0; i < 20; ++i) {
+    if (c.client_state == Side::kPending) c.client_state = step(c.client.get());
+    if (c.server_state == Side::kPending) c.server_state = step(c.server.get());
+    if (c.client_state != Side::kPending && c.server_state != Side::kPending) break;
+  }
+  if (c.client_state == Side::kDone) {
+    char byte;
+    int rc = SSL_read(c.client.get(), &byte, 1);
+    if (rc <= 0 && SSL_get_error(c.client.get(), rc) != SSL_ERROR_WANT_READ) c.client_state = Side::kFailed;
+    ERR_clear_error();
+  }
+  return c;
+}
+
+class Handshake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ca = LocalCa::load_or_create(dir_.path());
+    ASSERT_TRUE(ca) << ca.error().message();
+    ca_ = std::move(*ca);
+    server_ctx_ = context_for(*ca_, server_id_, /*server=*/true);
+    client_ctx_ = context_for(*ca_, client_id_, /*server=*/false);
+    ASSERT_TRUE(server_ctx_ && client_ctx_);
+  }
+
+  static SslCtxPtr context_for(LocalCa& ca, const base::SpiffeId& id, bool server) {
+    auto ck = ca.issue(id);
+    EXPECT_TRUE(ck) << ck.error().message();
+    if (!ck) return nullptr;
+    auto ctx = server ? make_server_context(*ck) : make_client_context(*ck);
+    EXPECT_TRUE(ctx) << ctx.error().message();
+    return ctx ? std::move(*ctx) : nullptr;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<LocalCa> ca_;
+  base::SpiffeId server_id_ = spiffe("cluster.local", "default", "reviews");
+  base::SpiffeId client_id_ = spiffe("cluster.local", "default", "productpage");
+  SslCtxPtr server_ctx_;
+  SslCtxPtr client_ctx_;
+};
+
+TEST_F(Handshake, MutualTls13WithH2AndIdentities) {
+  Connection c = handshake(client_ctx_.get(), server_ctx_.get());
+  ASSERT_TRUE(c.ok()) << verify_failure_reason(c.server.get());
+
+  EXPECT_EQ(SSL_version(c.client.get()), TLS1_3_VERSION);
+  const unsigned char* proto = nullptr;
+  unsigned len = 0;
+  SSL_get0_alpn_selected(c.client.get(), &proto, &len);
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(proto), len), "h2");
+  SSL_get0_alpn_selected(c.server.get(), &proto, &len);
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(proto), len), "h2");
+  std::string_view cipher = SSL_get_cipher_name(c.client.get());
+  EXPECT_TRUE(cipher == "TLS_AES_256_GCM_SHA384" || cipher == "TLS_AES_128_GCM_SHA256") << cipher;
+  EXPECT_EQ(SSL_session_reused(c.client.get()), 0);
+  // Each side presents its leaf only (no intermediates here, never the root).
+  EXPECT_EQ(sk_X509_num(SSL_get_peer_cert_chain(c.client.get())), 1);
+  EXPECT_EQ(sk_X509_num(SSL_get_peer_cert_chain(c.server.get())), 0);  // server's list excludes the leaf
+
+  auto seen_by_server = peer_identity(c.server.get());
+  ASSERT_TRUE(seen_by_server) << seen_by_server.error().message();
+  EXPECT_EQ(*seen_by_server, client_id_);
+  EXPECT_EQ(verify_failure_reason(c.server.get()), "");
+
+  std::array<base::SpiffeId, 2> expected{spiffe("cluster.local", "default", "other"), server_id_};
+  auto seen_by_client = verify_server_identity(c.client.get(), expected);
+  ASSERT_TRUE(seen_by_client) << seen_by_client.error().message();
+  EXPECT_EQ(*seen_by_client, server_id_);
+}
+
+TEST_F(Handshake, ClientRejectsUnexpectedServerIdentity) {
+  Connection c = handshake(client_ctx_.get(), server_ctx_.get());
+  ASSERT_TRUE(c.ok());
+  std::array<base::SpiffeId, 1> wrong{spiffe("cluster.local", "default", "ratings")};
+  auto r = verify_server_identity(c.client.get(), wrong);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, base::Errc::kIdentityMismatch);
+  EXPECT_EQ(
+      r.error().context,
+      "identity verification error: peer did not present the expected SAN "
+      "([spiffe://cluster.local/ns/default/sa/ratings]), got [spiffe://cluster.local/ns/default/sa/reviews]");
+
+  auto none = verify_server_identity(c.client.get(), {});
+  ASSERT_FALSE(none);  // an empty expectation fails closed
+  EXPECT_EQ(none.error().code, base::Errc::kIdentityMismatch);
+}
+
+TEST_F(Handshake, ClientWithoutCertificateIsRejected) {
+  SslCtxPtr bare(SSL_CTX_new(TLS_client_method()));
+  SSL_CTX_set_min_proto_version(bare.get(), TLS1_3_VERSION);
+  SSL_CTX_set_verify(bare.get(), SSL_VERIFY_NONE, nullptr);
+  static constexpr unsigned char kH2[] = {2, 'h', '2'};
+  Connection c = handshake(bare.get(), server_ctx_.get(), kH2, sizeof kH2);
+  EXPECT_EQ(c.server_state, Side::kFailed);
+  EXPECT_EQ(c.client_state, Side::kFailed);
+  EXPECT_EQ(verify_failure_reason(c.server.get()), "peer did not return a certificate");
+}
+
+TEST_F(Handshake, ClientFromAnotherCaIsRejected) {
+  TempDir other_dir;
+  auto other = LocalCa::load_or_create(other_dir.path());
+  ASSERT_TRUE(other);
+  auto ck = (*other)->issue(client_id_);
+  ASSERT_TRUE(ck);
+  // The foreign client trusts our root too, so only the server's check can stop the handshake.
+  ck->roots.push_back(share(ca_->root()));
+  auto foreign = make_client_context(*ck);
+  ASSERT_TRUE(foreign) << foreign.error().message();
+  Connection c = handshake(foreign->get(), server_ctx_.get());
+  EXPECT_EQ(c.server_state, Side::kFailed);
+  EXPECT_EQ(c.client_state, Side::kFailed);
+  EXPECT_EQ(verify_failure_reason(c.server.get()), "unable to get local issuer certificate");
+}
+
+TEST_F(Handshake, ClientFromAnotherTrustDomainIsRejected) {
+  SslCtxPtr evil = context_for(*ca_, spiffe("evil.org", "default", "productpage"), /*server=*/false);
+  ASSERT_TRUE(evil);
+  Connection c = handshake(evil.get(), server_ctx_.get());
+  EXPECT_EQ(c.server_state, Side::kFailed);
+  EXPECT_EQ(c.client_state, Side::kFailed);
+  std::string reason = verify_failure_reason(c.server.get());
+  EXPECT_NE(reason.find("trust domain 'evil.org' does not match 'cluster.local'"), std::string::npos)
+      << reason;
+}
+
+TEST_F(Handshake, ServerRejectsAlpnWithoutH2) {
+  static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  Connection c = handshake(client_ctx_.get(), server_ctx_.get(), kHttp11, sizeof kHttp11);
+  EXPECT_EQ(c.server_state, Side::kFailed);
+  EXPECT_EQ(c.client_state, Side::kFailed);
+}
+
+TEST_F(Handshake, ServerFromAnotherCaIsRejectedByClient) {
+  TempDir other_dir;
+  auto other = LocalCa::load_or_create(other_dir.path());
+  ASSERT_TRUE(other);
+  SslCtxPtr foreign_server = context_for(**other, server_id_, /*server=*/true);
+  ASSERT_TRUE(foreign_server);
+  Connection c = handshake(client_ctx_.get(), foreign_server.get());
+  EXPECT_EQ(c.client_state, Side::kFailed);
+}
+
+}  // namespace
+}  // namespace meshnode::tls

@@ -16,6 +16,7 @@
 
 #include "base/error.hpp"
 #include "h2/byte_queue.hpp"
+#include "h2/header.hpp"
 #include "net/byte_stream.hpp"
 
 #include <nghttp2/nghttp2.h>
@@ -36,12 +37,6 @@ struct Settings {
   std::chrono::seconds ping_interval{10};
   std::chrono::seconds ping_timeout{20};
 };
-
-struct Header {
-  std::string name;
-  std::string value;
-};
-using Headers = std::vector<Header>;
 
 class Session;
 

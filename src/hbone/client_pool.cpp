@@ -1,0 +1,179 @@
+#include "hbone/client_pool.hpp"
+
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "net/awaitable.hpp"
+#include "net/deadline.hpp"
+#include "net/socket.hpp"
+#include "tls/ossl.hpp"
+#include "tls/verify.hpp"
+
+namespace meshnode::hbone {
+namespace {
+
+using base::Errc;
+using base::fail;
+using net::kNoThrow;
+
+asio::ip::tcp::endpoint to_endpoint(const base::SocketAddr& a) {
+  std::error_code ec;
+  return {asio::ip::make_address(a.ip.to_string(), ec), a.port};
+}
+
+std::string ssl_error_text(const std::error_code& ec) {
+  std::string queued = tls::openssl_errors();
+  return queued.empty() ? ec.message() : queued;
+}
+
+}  // namespace
+
+/// A dial in progress for one key; waiters park on `done` (cancel() wakes them all).
+struct ClientPool::Pending {
+  explicit Pending(const asio::any_io_executor& ex) : done(ex, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer done;
+  std::optional<base::Error> error;
+};
+
+ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
+                       Options options)
+    : ex_(std::move(ex)), netns_(std::move(netns)), certs_(certs), options_(std::move(options)) {}
+
+ClientPool::~ClientPool() { close_all(); }
+
+void ClientPool::close_all() {
+  for (auto& [key, entries] : pool_) {
+    for (auto& e : entries) e.session->abort("client pool closed");
+  }
+  pool_.clear();
+}
+
+std::size_t ClientPool::connection_count() const {
+  std::size_t n = 0;
+  for (const auto& [key, entries] : pool_) n += entries.size();
+  return n;
+}
+
+std::shared_ptr<h2::Session> ClientPool::checkout(const PoolKey& key) {
+  auto it = pool_.find(key);
+  if (it == pool_.end()) return nullptr;
+  auto& entries = it->second;
+  std::erase_if(entries, [](const Entry& e) { return !e.session->alive(); });
+  for (auto& e : entries) {
+    std::uint32_t limit = std::min(options_.max_streams, e.session->peer_max_concurrent_streams());
+    if (e.session->accepting() && e.session->active_streams() < limit) {
+      e.last_checkout = std::chrono::steady_clock::now();
+      return e.session;
+    }
+  }
+  return nullptr;
+}
+
+void ClientPool::release_idle() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_sweep_ < std::chrono::seconds(10)) return;
+  last_sweep_ = now;
+  for (auto it = pool_.begin(); it != pool_.end();) {
+    std::erase_if(it->second, [&](const Entry& e) {
+      if (!e.session->alive()) return true;
+      if (now - e.last_checkout < options_.idle_release) return false;
+      e.session->drain();
+      return true;
+    });
+    it = it->second.empty() ? pool_.erase(it) : std::next(it);
+  }
+}
+
+asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(const PoolKey& key,
+                                                                               const h2::Headers& headers) {
+  release_idle();
+  std::shared_ptr<h2::Session> session;
+  while (!session) {
+    session = checkout(key);
+    if (session) break;
+    if (auto it = pending_.find(key); it != pending_.end()) {
+      auto pending = it->second;
+      co_await pending->done.async_wait(kNoThrow);
+      if (pending->error) co_return std::unexpected(*pending->error);
+      continue;
+    }
+    auto pending = std::make_shared<Pending>(ex_);
+    pending_.emplace(key, pending);
+    auto dialled = co_await dial(key);
+    pending_.erase(key);
+    if (!dialled) pending->error = dialled.error();
+    pending->done.cancel();
+    if (!dialled) co_return std::unexpected(dialled.error());
+    pool_[key].push_back(Entry{*dialled, std::chrono::steady_clock::now()});
+  }
+
+  auto stream = session->open_stream(headers);
+  if (!stream) co_return std::unexpected(stream.error());
+  net::Deadline deadline(ex_, options_.response_timeout, [s = *stream] { s->reset(); });
+  auto status = co_await (*stream)->wait_response();
+  if (!status) {
+    if (deadline.expired()) co_return fail(Errc::kTimeout, "no CONNECT response from " + key.destination.to_string());
+    co_return std::unexpected(status.error());
+  }
+  if (*status != 200) {
+    (*stream)->reset();
+    co_return fail(Errc::kProtocol, "CONNECT to " + key.destination.to_string() + " answered " +
+                                        std::to_string(*status));
+  }
+  co_return *stream;
+}
+
+asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {
+  auto identity = certs_.get(key.source);
+  if (!identity) co_return std::unexpected(identity.error());
+  auto fd = net::make_connect_socket(netns_.get(), key.destination, options_.mark);
+  if (!fd) co_return std::unexpected(fd.error());
+
+  auto endpoint = to_endpoint(key.destination);
+  asio::ip::tcp::socket tcp(ex_);
+  std::error_code ec;
+  tcp.assign(endpoint.protocol(), fd->release(), ec);
+  if (ec) co_return fail(Errc::kIo, "assign socket", ec);
+  SSL* ssl = SSL_new((*identity)->client_ctx.get());
+  if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
+  h2::TlsSocket tls_socket(std::move(tcp), ssl);
+
+  net::Deadline deadline(ex_, options_.connect_timeout, [&tls_socket] {
+    std::error_code ignored;
+    tls_socket.lowest_layer().close(ignored);
+  });
+  auto [cec] = co_await tls_socket.lowest_layer().async_connect(endpoint, kNoThrow);
+  if (cec) {
+    if (deadline.expired()) {
+      co_return fail(Errc::kTimeout, "connection to " + key.destination.to_string() +
+                                         " timed out, maybe a NetworkPolicy is blocking HBONE port 15008");
+    }
+    co_return fail(Errc::kConnectFailed, "connect to " + key.destination.to_string(), cec);
+  }
+  auto [hec] = co_await tls_socket.async_handshake(asio::ssl::stream_base::client, kNoThrow);
+  if (hec) {
+    if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake with " + key.destination.to_string());
+    co_return fail(Errc::kTlsHandshake, "TLS handshake with " + key.destination.to_string() + ": " + ssl_error_text(hec));
+  }
+  deadline.cancel();
+
+  const unsigned char* alpn = nullptr;
+  unsigned int alpn_len = 0;
+  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
+  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+    co_return fail(Errc::kTlsHandshake, "peer " + key.destination.to_string() + " did not negotiate ALPN h2");
+  }
+  auto peer = tls::verify_server_identity(tls_socket.native_handle(), key.expected);
+  if (!peer) co_return std::unexpected(peer.error());
+
+  auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kClient, options_.h2);
+  if (!session) co_return std::unexpected(session.error());
+  (*session)->start();
+  SPDLOG_DEBUG("hbone: connected to {} as {} (peer {})", key.destination.to_string(), key.source.to_string(),
+               peer->to_string());
+  co_return *session;
+}
+
+}  // namespace meshnode::hbone

@@ -1,0 +1,86 @@
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/ip.hpp"
+#include "base/netns.hpp"
+#include "base/spiffe.hpp"
+#include "h2/session.hpp"
+#include "tls/cert_manager.hpp"
+
+namespace meshnode::hbone {
+
+/// What makes two outbound HBONE connections interchangeable (research §2.1 pooling):
+/// the identity we present, the identities we accept, where we dial, and our source IP.
+struct PoolKey {
+  base::SpiffeId source;
+  std::vector<base::SpiffeId> expected;  ///< peer must present one of these URI SANs
+  base::SocketAddr destination;          ///< podIP:15008
+  base::IpAddr source_ip;
+  friend auto operator<=>(const PoolKey&, const PoolKey&) = default;
+  friend bool operator==(const PoolKey&, const PoolKey&) = default;
+};
+
+/// Pooled HBONE client for one pod on one worker thread: multiplexes CONNECT streams over mTLS
+/// HTTP/2 connections, up to `max_streams` per connection (and the peer's limit), dialling a new
+/// connection when all are full. Concurrent requests for a key without a connection wait for one
+/// dial instead of each dialling. A connection not checked out for `idle_release` is released:
+/// it gets GOAWAY and closes when its last stream ends. Single-threaded (its executor's thread).
+class ClientPool {
+ public:
+  struct Options {
+    std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);  ///< TCP + TLS
+    std::chrono::steady_clock::duration response_timeout = std::chrono::seconds(10); ///< CONNECT → :status
+    std::uint32_t max_streams = 100;
+    std::chrono::steady_clock::duration idle_release = std::chrono::minutes(5);
+    std::uint32_t mark = 0x539;  ///< SO_MARK of the sockets we dial
+    h2::Settings h2;
+  };
+
+  /// @param netns  namespace the sockets are created in (the pod's); null = the caller's.
+  ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
+             Options options);
+  ~ClientPool();
+  ClientPool(const ClientPool&) = delete;
+  ClientPool& operator=(const ClientPool&) = delete;
+
+  /// Opens a CONNECT stream to `key.destination` with `headers` and returns it once the peer
+  /// answered 200. Errors: Errc::kConnectFailed / kTimeout (dial), kTlsHandshake, kIdentityMismatch
+  /// (peer SAN not in key.expected), kCertificate (no certificate for key.source), kProtocol
+  /// (non-200 status, named in the context), kReset (stream refused or connection lost).
+  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const PoolKey& key, const h2::Headers& headers);
+
+  /// Aborts every pooled connection (their streams see resets).
+  void close_all();
+  /// Number of live pooled connections (for tests and /config_dump).
+  [[nodiscard]] std::size_t connection_count() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<h2::Session> session;
+    std::chrono::steady_clock::time_point last_checkout;
+  };
+  struct Pending;
+
+  asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> dial(const PoolKey& key);
+  std::shared_ptr<h2::Session> checkout(const PoolKey& key);
+  void release_idle();
+
+  asio::any_io_executor ex_;
+  std::shared_ptr<const base::Netns> netns_;
+  tls::CertManager& certs_;
+  Options options_;
+  std::map<PoolKey, std::vector<Entry>> pool_;
+  std::map<PoolKey, std::shared_ptr<Pending>> pending_;
+  std::chrono::steady_clock::time_point last_sweep_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace meshnode::hbone

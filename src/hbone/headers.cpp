@@ -1,0 +1,48 @@
+#include "hbone/headers.hpp"
+
+#include <array>
+#include <cstdio>
+
+namespace meshnode::hbone {
+
+h2::Headers connect_headers(const ConnectInfo& info) {
+  h2::Headers h;
+  h.reserve(5);
+  h.push_back({":method", "CONNECT"});
+  h.push_back({":authority", info.authority.to_string()});
+  std::string forwarded = "for=\"" + info.client.to_string() + "\"";
+  if (!info.service_host.empty()) forwarded += ";host=" + info.service_host;
+  h.push_back({"forwarded", std::move(forwarded)});
+  if (!info.baggage.empty()) h.push_back({"baggage", info.baggage});
+  if (!info.traceparent.empty()) h.push_back({"traceparent", info.traceparent});
+  return h;
+}
+
+std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std::uint64_t parent) {
+  std::array<char, 56> buf{};
+  std::snprintf(buf.data(), buf.size(), "00-%016llx%016llx-%016llx-00", static_cast<unsigned long long>(trace_hi),
+                static_cast<unsigned long long>(trace_lo), static_cast<unsigned long long>(parent));
+  return std::string(buf.data(), 55);
+}
+
+base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
+  auto addr = base::SocketAddr::parse(authority);
+  if (!addr) {
+    return base::fail(base::Errc::kInvalidArgument, "invalid CONNECT authority '" + std::string(authority) + "'");
+  }
+  return addr;
+}
+
+base::Result<std::string> forwarded_for(std::string_view forwarded) {
+  auto pos = forwarded.find("for=");
+  if (pos == std::string_view::npos) return base::fail(base::Errc::kNotFound, "no for= in forwarded header");
+  auto rest = forwarded.substr(pos + 4);
+  if (!rest.empty() && rest.front() == '"') {
+    auto close = rest.find('"', 1);
+    if (close == std::string_view::npos) return base::fail(base::Errc::kInvalidArgument, "unterminated for=");
+    return std::string(rest.substr(1, close - 1));
+  }
+  return std::string(rest.substr(0, rest.find_first_of(";,")));
+}
+
+}  // namespace meshnode::hbone

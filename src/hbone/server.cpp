@@ -1,0 +1,63 @@
+#include "hbone/server.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+
+#include "net/awaitable.hpp"
+#include "net/deadline.hpp"
+#include "net/socket.hpp"
+#include "tls/ossl.hpp"
+#include "tls/verify.hpp"
+
+namespace meshnode::hbone {
+
+using base::Errc;
+using base::fail;
+
+asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
+    asio::ip::tcp::socket socket, SSL_CTX* ctx, std::chrono::steady_clock::duration handshake_timeout,
+    const h2::Settings& settings, StreamHandler handler) {
+  auto ex = socket.get_executor();
+  auto info = std::make_shared<InboundConnection>();
+  auto peer = net::peer_addr(socket.native_handle());
+  auto local = net::local_addr(socket.native_handle());
+  if (!peer || !local) co_return fail(Errc::kIo, "inbound HBONE socket has no addresses");
+  info->peer = *peer;
+  info->local = *local;
+
+  SSL* ssl = SSL_new(ctx);
+  if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
+  h2::TlsSocket tls_socket(std::move(socket), ssl);
+  net::Deadline deadline(ex, handshake_timeout, [&tls_socket] {
+    std::error_code ignored;
+    tls_socket.lowest_layer().close(ignored);
+  });
+  auto [ec] = co_await tls_socket.async_handshake(asio::ssl::stream_base::server, net::kNoThrow);
+  if (ec) {
+    if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake from " + info->peer.to_string());
+    std::string reason = tls::verify_failure_reason(tls_socket.native_handle());
+    std::string queued = tls::openssl_errors();
+    co_return fail(Errc::kTlsHandshake, "TLS handshake from " + info->peer.to_string() + ": " +
+                                            (reason.empty() ? (queued.empty() ? ec.message() : queued) : reason));
+  }
+  deadline.cancel();
+  const unsigned char* alpn = nullptr;
+  unsigned int alpn_len = 0;
+  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
+  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+    co_return fail(Errc::kTlsHandshake, "client " + info->peer.to_string() + " did not negotiate ALPN h2");
+  }
+  auto identity = tls::peer_identity(tls_socket.native_handle());
+  if (!identity) co_return std::unexpected(identity.error());
+  info->peer_identity = *identity;
+
+  auto on_stream = [ex, info, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
+    asio::co_spawn(ex, handler(std::move(stream), info), asio::detached);
+  };
+  auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kServer, settings, std::move(on_stream));
+  if (!session) co_return std::unexpected(session.error());
+  (*session)->start();
+  co_return *session;
+}
+
+}  // namespace meshnode::hbone

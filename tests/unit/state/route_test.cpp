@@ -174,6 +174,8 @@ std::vector<RouteCase> route_cases() {
   };
 }
 
+void PrintTo(const RouteCase& c, std::ostream* os) { *os << c.name; }
+
 class SelectRouteTest : public ::testing::TestWithParam<RouteCase> {};
 
 TEST_P(SelectRouteTest, Table) {

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "admin/tcp_metrics.hpp"
+#include "base/error.hpp"
+#include "base/ip.hpp"
+#include "state/workload.hpp"
+
+namespace meshnode::proxy {
+
+/// Everything the access log and the closing metrics need about one proxied connection.
+/// Field names follow ztunnel's access log (research §5.3). Byte counts follow Istio's metric
+/// meaning: `bytes_recv` = client → server, `bytes_sent` = server → client.
+struct ConnectionRecord {
+  std::string id;                  ///< connection id (traceparent trace id for HBONE)
+  std::string direction;           ///< "outbound" | "inbound"
+  base::SocketAddr src_addr;
+  std::string dst_addr;            ///< next hop, e.g. podIP:15008
+  std::string dst_hbone_addr;      ///< CONNECT :authority, empty when not HBONE
+  std::string dst_service;
+  admin::TrafficLabels labels;     ///< reporter, workloads, principals, security policy
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_recv = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::optional<base::Error> error;
+};
+
+/// Fills the source_* labels from a workload (canonical names, namespace, cluster).
+void set_source(admin::TrafficLabels& labels, const state::Workload& workload);
+/// Fills the destination_* labels from a workload.
+void set_destination(admin::TrafficLabels& labels, const state::Workload& workload);
+
+/// Writes the single access-log line of a connection ("connection complete", info on success,
+/// error with error="…" on failure).
+void log_connection(const ConnectionRecord& record);
+
+/// Response flag for a failed connection's closing metrics (Istio's values: "DENY",
+/// "CONNECT", "TLS_FAILURE", "IDENTITY_ERROR", …) or "-" when it did not fail.
+[[nodiscard]] std::string response_flags_for(const std::optional<base::Error>& error);
+
+/// Whether an error ends a connection as a failure (resets and clean closes are not failures).
+[[nodiscard]] bool is_failure(const std::optional<base::Error>& error);
+
+}  // namespace meshnode::proxy

@@ -1,0 +1,67 @@
+#include "proxy/copy.hpp"
+
+#include <asio/experimental/awaitable_operators.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace meshnode::proxy {
+namespace {
+
+using namespace asio::experimental::awaitable_operators;
+
+constexpr std::size_t kSmall = 1024;
+constexpr std::size_t kMedium = 16 * 1024 - 64;
+constexpr std::size_t kLarge = 256 * 1024 - 64;
+constexpr std::uint64_t kMediumAfter = 128 * 1024;
+constexpr std::uint64_t kLargeAfter = 10 * 1024 * 1024;
+
+struct Direction {
+  std::uint64_t bytes = 0;
+  std::optional<base::Error> error;
+};
+
+asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, admin::Counter* counter) {
+  Direction d;
+  std::vector<std::byte> buf(kSmall);
+  for (;;) {
+    if (buf.size() == kSmall && d.bytes >= kMediumAfter) buf.resize(kMedium);
+    if (buf.size() == kMedium && d.bytes >= kLargeAfter) buf.resize(kLarge);
+    auto n = co_await from.read_some(buf);
+    if (!n) {
+      d.error = n.error();
+      break;
+    }
+    if (*n == 0) {
+      auto shut = co_await to.shutdown_write();
+      if (!shut) d.error = shut.error();
+      co_return d;
+    }
+    auto written = co_await to.write_all(std::span(buf).first(*n));
+    if (!written) {
+      d.error = written.error();
+      break;
+    }
+    d.bytes += *n;
+    if (counter != nullptr) counter->inc(*n);
+  }
+  // One side failed: the connection is over in both directions; propagate as resets.
+  from.reset();
+  to.reset();
+  co_return d;
+}
+
+}  // namespace
+
+asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
+                                                admin::Counter* to_upstream, admin::Counter* to_downstream) {
+  auto [up, down] = co_await (copy_one_way(downstream, upstream, to_upstream) &&
+                              copy_one_way(upstream, downstream, to_downstream));
+  Transferred t;
+  t.downstream_to_upstream = up.bytes;
+  t.upstream_to_downstream = down.bytes;
+  t.error = up.error ? up.error : down.error;
+  co_return t;
+}
+
+}  // namespace meshnode::proxy

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <asio/awaitable.hpp>
+
+#include <cstdint>
+#include <optional>
+
+#include "admin/metrics.hpp"
+#include "base/error.hpp"
+#include "net/byte_stream.hpp"
+
+namespace meshnode::proxy {
+
+/// Bytes moved by copy_bidirectional, per direction.
+struct Transferred {
+  std::uint64_t downstream_to_upstream = 0;  ///< bytes, client → server
+  std::uint64_t upstream_to_downstream = 0;  ///< bytes, server → client
+  std::optional<base::Error> error;           ///< first error of either direction, if any
+};
+
+/// Copies both directions concurrently until each has seen EOF; EOF on one side half-closes the
+/// other (shutdown_write), so half-closed protocols work. A reset or error on either side resets
+/// both sides (RST ↔ RST_STREAM) and ends both directions. Read buffers grow with the traffic of
+/// their direction: 1 KiB, then 16 KiB after 128 KiB, then 256 KiB after 10 MiB (ztunnel's
+/// schedule), so idle connections stay small. `to_upstream`/`to_downstream` (may be null) are
+/// incremented live. Runs on the streams' thread.
+asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
+                                                admin::Counter* to_upstream, admin::Counter* to_downstream);
+
+}  // namespace meshnode::proxy

@@ -1,0 +1,157 @@
+// Inbound: HBONE (15008: mTLS, one CONNECT stream per tunnelled connection) and plaintext (15006)
+// connections that reach an enrolled pod (research §4.2, §4.3).
+#include <asio/co_spawn.hpp>
+#include <spdlog/spdlog.h>
+
+#include "hbone/headers.hpp"
+#include "net/socket.hpp"
+#include "proxy/connection_log.hpp"
+#include "proxy/copy.hpp"
+#include "proxy/pod_worker.hpp"
+#include "state/route.hpp"
+
+namespace meshnode::proxy {
+
+asio::awaitable<void> PodWorker::handle_hbone_connection(asio::ip::tcp::socket socket) {
+  auto self = shared_from_this();
+  auto peer = net::peer_addr(socket.native_handle());
+  auto identity = shared_.certs.get(pod_->identity);
+  if (!identity) {
+    spdlog::error("pod={} no certificate for {}: {}", pod_->uid, pod_->identity.to_string(), identity.error().message());
+    co_return;
+  }
+  auto handler = [self](std::shared_ptr<h2::Stream> stream, std::shared_ptr<const hbone::InboundConnection> conn) {
+    return self->handle_hbone_stream(std::move(stream), std::move(conn));
+  };
+  auto session = co_await hbone::accept_hbone(std::move(socket), (*identity)->server_ctx.get(),
+                                              shared_.options.handshake_timeout, shared_.options.h2, handler);
+  if (!session) {
+    // Counted as a failed inbound connection; the peer never got a tunnel.
+    spdlog::warn("access\tconnection failed\tsrc.addr={} direction=inbound error=\"{}\"",
+                 peer ? peer->to_string() : "-", session.error().message());
+    admin::TrafficLabels labels;
+    labels.reporter = "destination";
+    labels.response_flags = "TLS_FAILURE";
+    shared_.metrics.on_close(labels, true);
+    co_return;
+  }
+  std::erase_if(inbound_sessions_, [](const auto& w) { return w.expired(); });
+  inbound_sessions_.push_back(*session);
+  if (stopped_) (*session)->drain();
+}
+
+asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream> stream,
+                                                     std::shared_ptr<const hbone::InboundConnection> conn) {
+  auto self = shared_from_this();
+  ConnectionRecord rec;
+  rec.direction = "inbound";
+  rec.src_addr = conn->peer;
+  rec.labels.reporter = "destination";
+  rec.labels.connection_security_policy = "mutual_tls";
+  rec.labels.source_principal = conn->peer_identity.to_string();
+  auto traceparent = stream->header("traceparent");
+  rec.id = traceparent.size() == 55 ? std::string(traceparent.substr(3, 32)) : next_trace_id();
+  std::unique_ptr<net::TcpStream> upstream;
+  auto guard = tracker_.track([&] {
+    stream->reset();
+    if (upstream) upstream->reset();
+  });
+
+  auto snapshot = shared_.state.load();
+  if (auto local = snapshot->workload_by_uid(pod_->uid)) {
+    set_destination(rec.labels, *local);
+    if (auto src = snapshot->workload_by_address(local->network, conn->peer.ip)) set_source(rec.labels, *src);
+  }
+  rec.labels.destination_principal = pod_->identity.to_string();
+
+  auto reject = [&](int status, base::Error error) {
+    (void)stream->respond(status);
+    rec.labels.response_flags = response_flags_for(error);
+    shared_.metrics.on_close(rec.labels, true);
+    rec.error = std::move(error);
+    log_connection(rec);
+  };
+  if (stream->header(":method") != "CONNECT") {
+    co_return reject(400, {base::Errc::kProtocol, "method " + std::string(stream->header(":method")) + " is not CONNECT"});
+  }
+  rec.dst_hbone_addr = std::string(stream->header(":authority"));
+  auto target = hbone::parse_authority(rec.dst_hbone_addr);
+  if (!target) co_return reject(400, {base::Errc::kProtocol, target.error().context});
+  if (!is_own_ip(target->ip)) {
+    co_return reject(400, {base::Errc::kProtocol, "ip mismatch: authority " + rec.dst_hbone_addr + " is not this pod"});
+  }
+  if (state::is_illegal_port(target->port)) {
+    co_return reject(503, {base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + rec.dst_hbone_addr});
+  }
+  rec.dst_addr = target->to_string();
+  auto connected = co_await connect_upstream(*target);
+  if (!connected) co_return reject(503, connected.error());
+  upstream = std::make_unique<net::TcpStream>(std::move(*connected));
+  if (auto ok = stream->respond(200); !ok) {
+    upstream->reset();
+    rec.error = ok.error();
+    co_return log_connection(rec);
+  }
+
+  auto handle = shared_.metrics.on_open(rec.labels);
+  auto moved = co_await copy_bidirectional(*stream, *upstream, handle.received, handle.sent);
+  rec.bytes_recv = moved.downstream_to_upstream;
+  rec.bytes_sent = moved.upstream_to_downstream;
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(moved.error);
+  shared_.metrics.on_close(final_labels, is_failure(moved.error));
+  rec.error = std::move(moved.error);
+  log_connection(rec);
+}
+
+asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket socket) {
+  auto self = shared_from_this();
+  ConnectionRecord rec;
+  rec.direction = "inbound";
+  rec.id = next_trace_id();
+  rec.labels.reporter = "destination";
+  auto peer = net::peer_addr(socket.native_handle());
+  auto orig = net::original_dst(socket.native_handle());
+  net::TcpStream downstream(std::move(socket));
+  std::unique_ptr<net::TcpStream> upstream;
+  auto guard = tracker_.track([&] {
+    downstream.reset();
+    if (upstream) upstream->reset();
+  });
+  if (!peer || !orig) {
+    downstream.reset();
+    co_return;
+  }
+  rec.src_addr = *peer;
+  rec.dst_addr = orig->to_string();
+  auto snapshot = shared_.state.load();
+  if (auto local = snapshot->workload_by_uid(pod_->uid)) {
+    set_destination(rec.labels, *local);
+    if (auto src = snapshot->workload_by_address(local->network, peer->ip)) set_source(rec.labels, *src);
+  }
+  auto fail_with = [&](base::Error error) {
+    downstream.reset();
+    rec.labels.response_flags = response_flags_for(error);
+    shared_.metrics.on_close(rec.labels, true);
+    rec.error = std::move(error);
+    log_connection(rec);
+  };
+  if (state::is_illegal_port(orig->port)) {
+    co_return fail_with({base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + orig->to_string()});
+  }
+  auto connected = co_await connect_upstream(*orig);
+  if (!connected) co_return fail_with(connected.error());
+  upstream = std::make_unique<net::TcpStream>(std::move(*connected));
+
+  auto handle = shared_.metrics.on_open(rec.labels);
+  auto moved = co_await copy_bidirectional(downstream, *upstream, handle.received, handle.sent);
+  rec.bytes_recv = moved.downstream_to_upstream;
+  rec.bytes_sent = moved.upstream_to_downstream;
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(moved.error);
+  shared_.metrics.on_close(final_labels, is_failure(moved.error));
+  rec.error = std::move(moved.error);
+  log_connection(rec);
+}
+
+}  // namespace meshnode::proxy

@@ -1,0 +1,101 @@
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "admin/tcp_metrics.hpp"
+#include "base/netns.hpp"
+#include "base/spiffe.hpp"
+#include "base/unique_fd.hpp"
+#include "hbone/client_pool.hpp"
+#include "hbone/server.hpp"
+#include "proxy/state_store.hpp"
+#include "proxy/tracker.hpp"
+#include "tls/cert_manager.hpp"
+
+namespace meshnode::proxy {
+
+/// An enrolled pod as the proxy serves it: who it is and the netns its listeners live in.
+/// Immutable; shared by every worker serving the pod.
+struct PodInfo {
+  std::string uid;
+  std::string name;
+  std::string ns;
+  base::SpiffeId identity;
+  std::vector<base::IpAddr> ips;
+  std::shared_ptr<const base::Netns> netns;
+};
+
+/// Timeouts and protocol settings of the data path.
+struct ProxyOptions {
+  std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);    ///< upstream TCP
+  std::chrono::steady_clock::duration handshake_timeout = std::chrono::seconds(10);  ///< inbound TLS
+  h2::Settings h2;
+  hbone::ClientPool::Options pool;
+};
+
+/// Process-wide services the data path uses; all thread-safe.
+struct ProxyShared {
+  StateStore& state;
+  tls::CertManager& certs;
+  admin::TcpMetrics& metrics;
+  ProxyOptions options;
+};
+
+enum class ListenerKind { kOutbound, kInboundPlaintext, kInboundHbone, kSocks5 };
+[[nodiscard]] std::string_view to_string(ListenerKind kind) noexcept;
+
+/// A listening socket created in the pod netns, handed to a worker.
+struct ListenerFd {
+  ListenerKind kind;
+  base::UniqueFd fd;
+};
+
+/// One pod's proxy on one worker thread: accept loops for its listeners, its HBONE client pool,
+/// its live connections. Every method except `active()` must run on the worker's thread (post to
+/// it). Connections live and die on this worker (DESIGN §4).
+class PodWorker : public std::enable_shared_from_this<PodWorker> {
+ public:
+  PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyShared& shared);
+  ~PodWorker();
+
+  /// Takes the listeners and starts accepting on them.
+  void start(std::vector<ListenerFd> listeners);
+  /// Closes the listeners and asks inbound HBONE peers to go away (GOAWAY); open connections go on.
+  void stop_accepting();
+  /// Resets every open connection of this pod now.
+  void abort_all();
+  /// Open connections (inbound + outbound). Any thread.
+  [[nodiscard]] std::size_t active() const noexcept { return tracker_.size(); }
+
+ private:
+  asio::awaitable<void> accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor);
+  asio::awaitable<void> handle_outbound(asio::ip::tcp::socket socket);
+  asio::awaitable<void> handle_inbound_plaintext(asio::ip::tcp::socket socket);
+  asio::awaitable<void> handle_hbone_connection(asio::ip::tcp::socket socket);
+  asio::awaitable<void> handle_hbone_stream(std::shared_ptr<h2::Stream> stream,
+                                            std::shared_ptr<const hbone::InboundConnection> conn);
+  /// Connects from inside the pod netns (SO_MARK 0x539) with the connect timeout.
+  asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::SocketAddr& addr);
+  [[nodiscard]] bool is_own_ip(const base::IpAddr& ip) const;
+  std::string next_trace_id();
+
+  asio::io_context& io_;
+  std::shared_ptr<const PodInfo> pod_;
+  ProxyShared shared_;
+  hbone::ClientPool pool_;
+  ConnectionTracker tracker_;
+  std::vector<std::shared_ptr<asio::ip::tcp::acceptor>> acceptors_;
+  std::vector<std::weak_ptr<h2::Session>> inbound_sessions_;
+  std::mt19937_64 rng_;
+  bool stopped_ = false;
+};
+
+}  // namespace meshnode::proxy

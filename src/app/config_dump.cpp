@@ -1,0 +1,82 @@
+#include "app/config_dump.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace meshnode::app {
+namespace {
+
+using nlohmann::json;
+
+json ports_json(const std::vector<state::PortMapping>& ports) {
+  json out = json::object();
+  for (const auto& p : ports) out[std::to_string(p.service_port)] = p.target_port;
+  return out;
+}
+
+json workload_json(const state::Workload& w) {
+  json ips = json::array();
+  for (const auto& ip : w.addresses) ips.push_back(ip.to_string());
+  json services = json::object();
+  for (const auto& [key, ports] : w.services) services[key] = ports_json(ports);
+  return json{{"uid", w.uid},
+              {"name", w.name},
+              {"namespace", w.ns},
+              {"serviceAccount", w.service_account},
+              {"trustDomain", w.trust_domain},
+              {"identity", w.identity().to_string()},
+              {"workloadIps", ips},
+              {"protocol", w.protocol == state::TunnelProtocol::kHbone ? "HBONE" : "TCP"},
+              {"node", w.node},
+              {"network", w.network},
+              {"status", w.healthy ? "Healthy" : "Unhealthy"},
+              {"services", services},
+              {"authorizationPolicies", w.authorization_policies}};
+}
+
+json service_json(const state::Service& s) {
+  json vips = json::array();
+  for (const auto& v : s.vips) vips.push_back(v.network + "/" + v.address.to_string());
+  return json{{"name", s.name},         {"namespace", s.ns},
+              {"hostname", s.hostname}, {"vips", vips},
+              {"ports", ports_json(s.ports)}, {"subjectAltNames", s.subject_alt_names}};
+}
+
+json policy_json(const state::Authorization& p) {
+  return json{{"name", p.name},
+              {"namespace", p.ns},
+              {"action", p.action == state::Authorization::Action::kAllow ? "Allow" : "Deny"},
+              {"dryRun", p.dry_run},
+              {"rules", p.rules.size()}};
+}
+
+}  // namespace
+
+std::string config_dump_json(const state::StateSnapshot& snapshot, const std::vector<EnrolledPod>& pods,
+                             const std::vector<tls::CertInfo>& certificates) {
+  json out;
+  out["workloads"] = json::array();
+  for (const auto& [uid, w] : snapshot.workloads()) out["workloads"].push_back(workload_json(*w));
+  out["services"] = json::array();
+  for (const auto& [key, s] : snapshot.services()) out["services"].push_back(service_json(s));
+  out["policies"] = json::array();
+  for (const auto& [key, p] : snapshot.policies()) out["policies"].push_back(policy_json(p));
+  out["workloadState"] = json::object();
+  for (const auto& pod : pods) {
+    out["workloadState"][pod.uid] = json{
+        {"state", pod.state},
+        {"netns", pod.netns},
+        {"info", {{"name", pod.name}, {"namespace", pod.ns}, {"serviceAccount", pod.service_account}}}};
+  }
+  out["certificates"] = json::array();
+  for (const auto& c : certificates) {
+    out["certificates"].push_back(json{
+        {"identity", c.identity},
+        {"state", c.state},
+        {"certChain", json::array({json{{"serialNumber", c.serial_hex},
+                                        {"validFrom", c.valid_from},
+                                        {"expirationTime", c.expiration_time}}})}});
+  }
+  return out.dump(2) + "\n";
+}
+
+}  // namespace meshnode::app

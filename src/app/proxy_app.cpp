@@ -1,0 +1,252 @@
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <cstdio>
+#include <thread>
+
+#include "admin/admin_routes.hpp"
+#include "admin/http_server.hpp"
+#include "admin/metrics.hpp"
+#include "admin/readiness.hpp"
+#include "admin/tcp_metrics.hpp"
+#include "app/config_dump.hpp"
+#include "app/options.hpp"
+#include "base/log.hpp"
+#include "config/local_config.hpp"
+#include "inpod/listener_set.hpp"
+#include "net/awaitable.hpp"
+#include "tls/local_ca.hpp"
+
+namespace meshnode::app {
+namespace {
+
+using base::Errc;
+using base::fail;
+using base::Result;
+
+constexpr std::string_view kVersion = "0.1.0";
+
+/// "5s", "500ms", "2m" or a bare number of seconds.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string_view unit(ptr, text.data() + text.size() - ptr);
+  if (ec != std::errc() || value < 0) return fail(Errc::kConfig, "invalid duration '" + std::string(text) + "'");
+  double ms = 0;
+  if (unit.empty() || unit == "s") ms = value * 1000;
+  else if (unit == "ms") ms = value;
+  else if (unit == "m") ms = value * 60000;
+  else return fail(Errc::kConfig, "invalid duration unit in '" + std::string(text) + "' (use s, ms or m)");
+  return std::chrono::milliseconds(static_cast<long long>(ms));
+}
+
+Result<std::shared_ptr<const state::StateSnapshot>> load_state(const Options& o) {
+  if (o.config_path.empty()) return state::StateSnapshot::empty();
+  auto config = config::load_local_config(o.config_path);
+  if (!config) return std::unexpected(config.error());
+  return state::StateSnapshot::build(std::move(config->workloads), std::move(config->services),
+                                     std::move(config->policies));
+}
+
+/// --pod <uid>=<netns path> → PodInfo; the uid must name a workload of the config.
+Result<std::shared_ptr<const proxy::PodInfo>> resolve_pod(const state::StateSnapshot& snapshot, const std::string& spec) {
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return fail(Errc::kConfig, "--pod '" + spec + "': expected <workload uid>=<netns path>");
+  }
+  std::string uid = spec.substr(0, eq);
+  auto workload = snapshot.workload_by_uid(uid);
+  if (!workload) return fail(Errc::kConfig, "--pod '" + spec + "': no workload with uid '" + uid + "' in the config");
+  auto netns = base::Netns::open(spec.substr(eq + 1));
+  if (!netns) return std::unexpected(netns.error());
+  auto pod = std::make_shared<proxy::PodInfo>();
+  pod->uid = uid;
+  pod->name = workload->name;
+  pod->ns = workload->ns;
+  pod->identity = workload->identity();
+  pod->ips = workload->addresses;
+  pod->netns = std::make_shared<const base::Netns>(std::move(*netns));
+  return pod;
+}
+
+class ProxyApp {
+ public:
+  ProxyApp(const Options& o, std::shared_ptr<const state::StateSnapshot> snapshot, std::unique_ptr<tls::LocalCa> ca,
+           std::chrono::milliseconds deadline)
+      : options_(o),
+        deadline_(deadline),
+        state_(std::move(snapshot)),
+        certs_(std::move(ca)),
+        tcp_metrics_(registry_),
+        admin_(control_, "admin"),
+        metrics_(control_, "metrics"),
+        readiness_server_(control_, "readiness") {
+    admin::register_build_info(registry_, kVersion);
+    for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
+  }
+
+  int run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods);
+
+ private:
+  Result<void> listen(admin::HttpServer& server, const std::string& addr);
+  void start_workers();
+  void stop_workers();
+  std::string dump() const;
+  asio::awaitable<void> shutdown();
+
+  Options options_;
+  std::chrono::milliseconds deadline_;
+  asio::io_context control_{1};
+  std::vector<std::unique_ptr<asio::io_context>> workers_;
+  std::vector<std::thread> threads_;
+  proxy::StateStore state_;
+  tls::CertManager certs_;
+  admin::MetricsRegistry registry_;
+  admin::TcpMetrics tcp_metrics_;
+  admin::Readiness readiness_;
+  admin::HttpServer admin_;
+  admin::HttpServer metrics_;
+  admin::HttpServer readiness_server_;
+  std::vector<std::unique_ptr<inpod::PodListenerSet>> pods_;
+  bool shutting_down_ = false;
+};
+
+Result<void> ProxyApp::listen(admin::HttpServer& server, const std::string& addr) {
+  auto parsed = base::SocketAddr::parse(addr);
+  if (!parsed) return fail(Errc::kConfig, "listen address: " + parsed.error().context);
+  return server.listen(parsed->ip.to_string(), parsed->port);
+}
+
+void ProxyApp::start_workers() {
+  for (auto& io : workers_) {
+    threads_.emplace_back([io = io.get()] {
+      auto guard = asio::make_work_guard(*io);
+      io->run();
+    });
+  }
+}
+
+void ProxyApp::stop_workers() {
+  for (auto& io : workers_) io->stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+std::string ProxyApp::dump() const {
+  std::vector<EnrolledPod> pods;
+  for (const auto& set : pods_) {
+    const auto& p = set->pod();
+    pods.push_back({p.uid, p.name, p.ns, p.identity.service_account, p.netns->description(), "Up"});
+  }
+  return config_dump_json(*state_.load(), pods, certs_.dump());
+}
+
+asio::awaitable<void> ProxyApp::shutdown() {
+  if (shutting_down_) co_return;
+  shutting_down_ = true;
+  spdlog::info("shutdown: closing listeners, draining connections for up to {} ms", deadline_.count());
+  for (auto& set : pods_) set->stop_accepting();
+  auto until = std::chrono::steady_clock::now() + deadline_;
+  asio::steady_timer tick(control_);
+  for (;;) {
+    std::size_t open = 0;
+    for (auto& set : pods_) open += set->active_connections();
+    if (open == 0 || std::chrono::steady_clock::now() >= until) {
+      if (open > 0) spdlog::warn("shutdown: deadline reached, closing {} open connections", open);
+      break;
+    }
+    tick.expires_after(std::chrono::milliseconds(20));
+    co_await tick.async_wait(net::kNoThrow);
+  }
+  pods_.clear();  // aborts what is left, on each worker
+  admin_.stop();
+  metrics_.stop();
+  readiness_server_.stop();
+  // Let the workers run the posted aborts before they stop.
+  tick.expires_after(std::chrono::milliseconds(50));
+  co_await tick.async_wait(net::kNoThrow);
+  control_.stop();
+}
+
+int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods) {
+  readiness_.add_pending("proxy");
+  admin::add_readiness_routes(readiness_server_, readiness_);
+  admin::add_metrics_routes(metrics_, registry_);
+  admin::add_admin_routes(admin_, [this] { return dump(); },
+                          [this] { asio::co_spawn(control_, shutdown(), asio::detached); });
+  for (auto [server, addr] : {std::pair{&admin_, options_.admin_addr}, std::pair{&metrics_, options_.metrics_addr},
+                              std::pair{&readiness_server_, options_.readiness_addr}}) {
+    if (auto ok = listen(*server, addr); !ok) {
+      spdlog::error("cannot listen on {}: {}", addr, ok.error().message());
+      return ok.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
+    }
+  }
+  start_workers();
+  proxy::ProxyShared shared{state_, certs_, tcp_metrics_, {}};
+  std::vector<asio::io_context*> ios;
+  for (auto& io : workers_) ios.push_back(io.get());
+  for (const auto& pod : pods) {
+    auto set = inpod::PodListenerSet::start(pod, ios, shared, {options_.socks5});
+    if (!set) {
+      spdlog::error("pod={} cannot start its listeners: {}", pod->uid, set.error().message());
+      pods_.clear();
+      stop_workers();
+      return kExitRuntime;
+    }
+    pods_.push_back(std::move(*set));
+  }
+  readiness_.remove_pending("proxy");
+  spdlog::info("meshnode-proxy {} ready: {} pod(s), {} worker(s), metrics {}, readiness {}", kVersion, pods.size(),
+               workers_.size(), options_.metrics_addr, options_.readiness_addr);
+
+  asio::signal_set signals(control_, SIGTERM, SIGINT);
+  signals.async_wait([this](const std::error_code& ec, int signo) {
+    if (ec) return;
+    spdlog::info("received signal {}", signo);
+    asio::co_spawn(control_, shutdown(), asio::detached);
+  });
+  control_.run();
+  stop_workers();
+  spdlog::info("meshnode-proxy stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_proxy(const Options& o) {
+  if (auto ok = base::init_logging(o.log_level); !ok) {
+    std::fprintf(stderr, "meshnode-proxy: %s\n", ok.error().message().c_str());
+    return kExitConfig;
+  }
+  auto deadline = parse_duration(o.termination_deadline);
+  auto snapshot = load_state(o);
+  if (!deadline || !snapshot) {
+    spdlog::error("configuration error: {}", (!deadline ? deadline.error() : snapshot.error()).message());
+    return kExitConfig;
+  }
+  std::vector<std::shared_ptr<const proxy::PodInfo>> pods;
+  for (const auto& spec : o.pods) {
+    auto pod = resolve_pod(**snapshot, spec);
+    if (!pod) {
+      spdlog::error("{}", pod.error().message());
+      return pod.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
+    }
+    pods.push_back(std::move(*pod));
+  }
+  std::string ca_dir = o.ca_dir.empty() ? "/var/lib/meshnode/ca" : o.ca_dir;
+  auto ca = tls::LocalCa::load_or_create(ca_dir);
+  if (!ca) {
+    spdlog::error("built-in CA: {}", ca.error().message());
+    return kExitRuntime;
+  }
+  ProxyApp app(o, std::move(*snapshot), std::move(*ca), *deadline);
+  return app.run(pods);
+}
+
+}  // namespace meshnode::app

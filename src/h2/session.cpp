@@ -132,7 +132,6 @@ base::Result<void> Stream::respond(int status, const Headers& extra) {
   nva.push_back(make_nv(status_name, status_text));
   for (const auto& h : extra) nva.push_back(make_nv(h.name, h.value));
   nghttp2_data_provider provider{};
-  provider.source.ptr = this;
   provider.read_callback = &Session::read_data;
   int rv = nghttp2_submit_response(session_->session_, id_, nva.data(), nva.size(), status == 200 ? &provider : nullptr);
   if (rv != 0) return fail(Errc::kProtocol, std::string("submit response: ") + nghttp2_strerror(rv));
@@ -230,8 +229,8 @@ base::Result<std::shared_ptr<Stream>> Session::open_stream(const Headers& header
   std::vector<nghttp2_nv> nva;
   nva.reserve(headers.size());
   for (const auto& h : headers) nva.push_back(make_nv(h.name, h.value));
-  // The Stream must exist before nghttp2 can call read_data, so submit with a placeholder source
-  // and bind it right after: nghttp2 does not call back from inside submit_request.
+  // The Stream is bound as the stream's user data right after submit: nghttp2 does not call back
+  // from inside submit_request, and read_data finds the Stream through that user data.
   nghttp2_data_provider provider{};
   provider.read_callback = &Session::read_data;
   std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &provider, nullptr);
@@ -362,11 +361,11 @@ ssize_t Session::on_send(nghttp2_session*, const std::uint8_t* data, std::size_t
   return static_cast<ssize_t>(len);
 }
 
-ssize_t Session::read_data(nghttp2_session*, std::int32_t, std::uint8_t*, std::size_t length,
-                           std::uint32_t* data_flags, nghttp2_data_source* source, void* user) {
-  auto* stream = static_cast<Stream*>(source->ptr);
-  if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;  // open_stream binds it right after submit
-  (void)user;
+ssize_t Session::read_data(nghttp2_session* ng, std::int32_t stream_id, std::uint8_t*, std::size_t length,
+                           std::uint32_t* data_flags, nghttp2_data_source*, void*) {
+  // The stream's user data, not source->ptr: a client stream only exists after submit_request.
+  auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, stream_id));
+  if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;
   std::size_t n = std::min(length, stream->send_.size());
   if (n == 0) {
     if (stream->send_eof_) {
@@ -381,11 +380,12 @@ ssize_t Session::read_data(nghttp2_session*, std::int32_t, std::uint8_t*, std::s
   return static_cast<ssize_t>(n);
 }
 
-int Session::on_send_data(nghttp2_session*, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
-                          nghttp2_data_source* source, void* user) {
+int Session::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
+                          nghttp2_data_source*, void* user) {
   Session* s = self_of(user);
   if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
-  auto* stream = static_cast<Stream*>(source->ptr);
+  auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id));
+  if (stream == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
   const auto* hd = reinterpret_cast<const std::byte*>(framehd);
   s->out_.insert(s->out_.end(), hd, hd + 9);
   auto payload = stream->send_.front().first(len);

@@ -1,6 +1,10 @@
 # Project-wide compile settings applied to our own targets only (third-party headers stay SYSTEM).
 add_library(meshnode_warnings INTERFACE)
-target_compile_options(meshnode_warnings INTERFACE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+target_compile_options(meshnode_warnings INTERFACE -Wall -Wextra -Werror -Wno-missing-field-initializers
+                       # GCC 12 false positive in std::string operator+ at -O2+ (GCC bug 105329).
+                       -Wno-restrict
+                       # GCC 12 false positive on coroutine frames of asio::awaitable at -O2.
+                       -Wno-mismatched-new-delete)
 if(MESHNODE_SANITIZE)
   target_compile_options(meshnode_warnings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
                          -fno-sanitize-recover=undefined)

@@ -1,0 +1,297 @@
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+
+#include <array>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/awaitable.hpp"
+#include "net/byte_stream.hpp"
+#include "net/deadline.hpp"
+
+namespace meshnode::net {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::ip::tcp;
+
+std::span<const std::byte> as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+// Runs the io_context until `done` or `limit` passes; returns whether `done` became true.
+bool run_until(asio::io_context& io, const bool& done, std::chrono::steady_clock::duration limit = 5s) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (!done && std::chrono::steady_clock::now() < until) {
+    io.restart();
+    io.run_one_for(50ms);
+  }
+  return done;
+}
+
+// A connected loopback pair of TCP sockets on `io`.
+struct TcpPair {
+  explicit TcpPair(asio::io_context& io) : client(io), server(io) {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    client.connect(acceptor.local_endpoint());
+    server = acceptor.accept();
+  }
+  tcp::socket client;
+  tcp::socket server;
+};
+
+// Reads until EOF or error; returns the bytes and the final result (0 or the error).
+struct ReadAll {
+  std::string data;
+  base::Result<std::size_t> end = 0;
+};
+asio::awaitable<ReadAll> read_all(ByteStream& s) {
+  ReadAll out;
+  std::array<std::byte, 4096> buf{};
+  for (;;) {
+    auto n = co_await s.read_some(buf);
+    if (!n || *n == 0) {
+      out.end = n;
+      co_return out;
+    }
+    out.data.append(reinterpret_cast<const char*>(buf.data()), *n);
+  }
+}
+
+TEST(TcpStream, CleanCloseIsEofAfterData) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream client(std::move(pair.client));
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await client.write_all(as_bytes("hello")));
+    client.socket().close();
+    got = co_await read_all(server);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_EQ(got.data, "hello");
+  ASSERT_TRUE(got.end) << got.end.error().message();
+  EXPECT_EQ(*got.end, 0u);
+}
+
+TEST(TcpStream, PeerAbortIsReset) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    // An abortive close by the peer: SO_LINGER {on, 0} then close sends RST instead of FIN.
+    pair.client.set_option(asio::socket_base::linger(true, 0));
+    pair.client.close();
+    got = co_await read_all(server);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  ASSERT_FALSE(got.end);
+  EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
+}
+
+TEST(TcpStream, ResetSendsRstToPeer) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream client(std::move(pair.client));
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    client.reset();
+    client.reset();  // idempotent
+    got = co_await read_all(server);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  ASSERT_FALSE(got.end);
+  EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
+}
+
+TEST(TcpStream, WriteAfterPeerResetFailsWithReset) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  base::Result<void> write_result;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    pair.client.set_option(asio::socket_base::linger(true, 0));
+    pair.client.close();
+    std::vector<std::byte> chunk(64 * 1024);
+    // The first write may land in the send buffer before the RST is processed; keep writing.
+    for (int i = 0; i < 64 && write_result; ++i) write_result = co_await server.write_all(chunk);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  ASSERT_FALSE(write_result);
+  EXPECT_EQ(write_result.error().code, base::Errc::kReset) << write_result.error().message();
+}
+
+TEST(TcpStream, ShutdownWriteGivesPeerEofWhileReadsContinue) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream client(std::move(pair.client));
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  ReadAll at_server;
+  ReadAll at_client;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await client.write_all(as_bytes("request")));
+    EXPECT_TRUE(co_await client.shutdown_write());
+    at_server = co_await read_all(server);  // completes only if the FIN arrived
+    // The half-closed client still receives the reply, then the server's own EOF.
+    EXPECT_TRUE(co_await server.write_all(as_bytes("reply after eof")));
+    EXPECT_TRUE(co_await server.shutdown_write());
+    at_client = co_await read_all(client);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_EQ(at_server.data, "request");
+  ASSERT_TRUE(at_server.end);
+  EXPECT_EQ(*at_server.end, 0u);
+  EXPECT_EQ(at_client.data, "reply after eof");
+  ASSERT_TRUE(at_client.end);
+  EXPECT_EQ(*at_client.end, 0u);
+}
+
+TEST(TcpStream, LargeTransferIsIntact) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream client(std::move(pair.client));
+  TcpStream server(std::move(pair.server));
+  std::string payload(4 << 20, '\0');
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((i * 2654435761u) >> 13);
+  bool wrote = false;
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await client.write_all(as_bytes(payload)));
+    EXPECT_TRUE(co_await client.shutdown_write());
+    wrote = true;
+  }, asio::detached);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    got = co_await read_all(server);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_TRUE(wrote);
+  EXPECT_TRUE(got.data == payload);
+}
+
+TEST(Deadline, FiresOnceAfterTheDuration) {
+  asio::io_context io;
+  int fired = 0;
+  auto start = std::chrono::steady_clock::now();
+  Deadline d(io.get_executor(), 20ms, [&] { ++fired; });
+  EXPECT_FALSE(d.expired());
+  io.run_for(2s);  // returns as soon as the only pending operation (the timer) completed
+  EXPECT_EQ(fired, 1);
+  EXPECT_TRUE(d.expired());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 20ms);
+  d.cancel();  // after firing: harmless
+  EXPECT_TRUE(d.expired());
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(Deadline, CancelPreventsFiring) {
+  asio::io_context io;
+  int fired = 0;
+  Deadline d(io.get_executor(), 10ms, [&] { ++fired; });
+  d.cancel();
+  d.cancel();
+  io.run_for(2s);
+  EXPECT_EQ(fired, 0);
+  EXPECT_FALSE(d.expired());
+}
+
+TEST(Deadline, CancelAfterExpiryButBeforeTheHandlerRunsPreventsFiring) {
+  asio::io_context io;
+  int fired = 0;
+  Deadline d(io.get_executor(), 1ms, [&] { ++fired; });
+  // Let the timer expire without running the io_context, so its completion is already due.
+  auto until = std::chrono::steady_clock::now() + 5ms;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  d.cancel();
+  io.run_for(2s);
+  EXPECT_EQ(fired, 0);
+}
+
+TEST(Deadline, DestructionCancels) {
+  asio::io_context io;
+  int fired = 0;
+  {
+    Deadline d(io.get_executor(), 1ms, [&] { ++fired; });
+  }
+  io.run_for(2s);
+  EXPECT_EQ(fired, 0);
+}
+
+TEST(Deadline, ExpiryClosesTheAwaitedSocket) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  bool done = false;
+  base::Result<std::size_t> read = 0;
+  bool expired = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    Deadline d(io.get_executor(), 20ms, [&] { server.socket().close(); });
+    std::array<std::byte, 16> buf{};
+    read = co_await server.read_some(buf);  // the client never writes
+    expired = d.expired();
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_TRUE(expired);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, base::Errc::kClosed) << read.error().message();
+}
+
+TEST(Signal, NotifyBeforeWaitIsNotLost) {
+  asio::io_context io;
+  Signal signal(io.get_executor());
+  bool woke = false;
+  signal.notify();
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    co_await signal.wait();
+    woke = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, woke, 2s));
+}
+
+TEST(Signal, NotifyWakesAParkedWaiterAndIsConsumed) {
+  asio::io_context io;
+  Signal signal(io.get_executor());
+  int wakeups = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (;;) {
+      co_await signal.wait();
+      ++wakeups;
+    }
+  }, asio::detached);
+  io.run_for(20ms);  // the waiter parks
+  EXPECT_EQ(wakeups, 0);
+  signal.notify();
+  io.run_for(20ms);
+  EXPECT_EQ(wakeups, 1);
+  // The notification was consumed: the waiter parks again instead of spinning.
+  io.run_for(20ms);
+  EXPECT_EQ(wakeups, 1);
+  // Notify from inside another handler between the waiter's wake-up and its next wait.
+  asio::post(io, [&] { signal.notify(); });
+  io.run_for(20ms);
+  EXPECT_EQ(wakeups, 2);
+}
+
+}  // namespace
+}  // namespace meshnode::net

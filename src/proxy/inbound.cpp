@@ -31,6 +31,9 @@ asio::awaitable<void> PodWorker::handle_hbone_connection(asio::ip::tcp::socket s
                  peer ? peer->to_string() : "-", session.error().message());
     admin::TrafficLabels labels;
     labels.reporter = "destination";
+    labels.connection_security_policy = "mutual_tls";
+    labels.destination_principal = pod_->identity.to_string();
+    shared_.metrics.on_open(labels);
     labels.response_flags = "TLS_FAILURE";
     shared_.metrics.on_close(labels, true);
     co_return;
@@ -63,11 +66,14 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
     if (auto src = snapshot->workload_by_address(local->network, conn->peer.ip)) set_source(rec.labels, *src);
   }
   rec.labels.destination_principal = pod_->identity.to_string();
+  // Every stream is counted once opened and once closed, rejected ones included.
+  auto counters = shared_.metrics.on_open(rec.labels);
 
   auto reject = [&](int status, base::Error error) {
-    (void)stream->respond(status);
-    rec.labels.response_flags = response_flags_for(error);
-    shared_.metrics.on_close(rec.labels, true);
+    if (status != 0) (void)stream->respond(status);  // 0: the stream is already gone
+    auto final_labels = rec.labels;
+    final_labels.response_flags = response_flags_for(error);
+    shared_.metrics.on_close(final_labels, true);
     rec.error = std::move(error);
     log_connection(rec);
   };
@@ -89,12 +95,10 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
   if (auto ok = stream->respond(200); !ok) {
     upstream->reset();
-    rec.error = ok.error();
-    co_return log_connection(rec);
+    co_return reject(0, ok.error());
   }
 
-  auto handle = shared_.metrics.on_open(rec.labels);
-  auto moved = co_await copy_bidirectional(*stream, *upstream, handle.received, handle.sent);
+  auto moved = co_await copy_bidirectional(*stream, *upstream, counters.received, counters.sent);
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
   auto final_labels = rec.labels;
@@ -129,10 +133,12 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
     set_destination(rec.labels, *local);
     if (auto src = snapshot->workload_by_address(local->network, peer->ip)) set_source(rec.labels, *src);
   }
+  auto counters = shared_.metrics.on_open(rec.labels);
   auto fail_with = [&](base::Error error) {
     downstream.reset();
-    rec.labels.response_flags = response_flags_for(error);
-    shared_.metrics.on_close(rec.labels, true);
+    auto final_labels = rec.labels;
+    final_labels.response_flags = response_flags_for(error);
+    shared_.metrics.on_close(final_labels, true);
     rec.error = std::move(error);
     log_connection(rec);
   };
@@ -143,8 +149,7 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
   if (!connected) co_return fail_with(connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
 
-  auto handle = shared_.metrics.on_open(rec.labels);
-  auto moved = co_await copy_bidirectional(downstream, *upstream, handle.received, handle.sent);
+  auto moved = co_await copy_bidirectional(downstream, *upstream, counters.received, counters.sent);
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
   auto final_labels = rec.labels;

@@ -1,12 +1,15 @@
-// Outbound: a connection captured in the pod (15001) is routed by one pure decision over the
-// current snapshot, then carried over HBONE, plain TCP, or passed through (research §4.1).
+// Outbound: a connection captured in the pod (15001) or asked for over socks5 (15080) is routed by
+// one pure decision over the current snapshot, then carried over HBONE, plain TCP, or passed
+// through (research §4.1).
 #include <spdlog/spdlog.h>
 
 #include "hbone/headers.hpp"
+#include "net/deadline.hpp"
 #include "net/socket.hpp"
 #include "proxy/connection_log.hpp"
 #include "proxy/copy.hpp"
 #include "proxy/pod_worker.hpp"
+#include "proxy/socks5.hpp"
 #include "state/route.hpp"
 
 namespace meshnode::proxy {
@@ -31,18 +34,108 @@ std::string baggage_of(const state::Workload& w) {
   return out;
 }
 
+socks5::Reply socks5_reply_for(const base::Error& error) {
+  switch (error.code) {
+    case base::Errc::kRecursiveCall:
+    case base::Errc::kPolicyDenied: return socks5::Reply::kNotAllowed;
+    case base::Errc::kConnectFailed: return socks5::Reply::kConnectionRefused;
+    case base::Errc::kTimeout:
+    case base::Errc::kNoHealthyUpstream: return socks5::Reply::kHostUnreachable;
+    default: return socks5::Reply::kGeneralFailure;
+  }
+}
+
+// Reads until `parse` reports a complete message or an error; the buffer keeps leftovers.
+template <class Parse>
+asio::awaitable<base::Result<std::size_t>> read_message(net::TcpStream& in, std::vector<std::byte>& buf, Parse parse) {
+  for (;;) {
+    auto parsed = parse(std::span<const std::byte>(buf));
+    if (!parsed) co_return std::unexpected(parsed.error());
+    if (parsed->value) co_return parsed->consumed;
+    std::size_t have = buf.size();
+    buf.resize(std::max(parsed->need, have + 1));
+    auto n = co_await in.read_some(std::span(buf).subspan(have));
+    if (!n) co_return std::unexpected(n.error());
+    if (*n == 0) co_return base::fail(base::Errc::kProtocol, "socks5 client closed during negotiation");
+    buf.resize(have + *n);
+  }
+}
+
+// RFC 1928 negotiation: no-auth greeting, then one CONNECT to an IP address.
+asio::awaitable<base::Result<base::SocketAddr>> socks5_negotiate(net::TcpStream& in) {
+  std::vector<std::byte> buf;
+  auto greeting_len = co_await read_message(in, buf, socks5::parse_greeting);
+  if (!greeting_len) co_return std::unexpected(greeting_len.error());
+  bool no_auth = *socks5::parse_greeting(buf)->value;
+  std::array<std::byte, 2> choice{std::byte{socks5::kVersion},
+                                  std::byte{no_auth ? socks5::kNoAuth : socks5::kNoAcceptableMethod}};
+  if (auto w = co_await in.write_all(choice); !w) co_return std::unexpected(w.error());
+  if (!no_auth) co_return base::fail(base::Errc::kProtocol, "socks5 client offered no 'no authentication' method");
+  buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*greeting_len));
+  auto request_len = co_await read_message(in, buf, socks5::parse_request);
+  if (!request_len) co_return std::unexpected(request_len.error());
+  auto request = *socks5::parse_request(buf)->value;
+  socks5::Reply refusal = socks5::Reply::kSucceeded;
+  std::string why;
+  if (request.command != 1) {
+    refusal = socks5::Reply::kCommandNotSupported;
+    why = "socks5 command " + std::to_string(request.command) + " is not supported (CONNECT only)";
+  } else if (!request.address) {
+    refusal = socks5::Reply::kAddressTypeNotSupported;
+    why = request.domain.empty() ? "socks5 address type " + std::to_string(request.address_type) + " is not supported"
+                                 : "socks5 domain name '" + request.domain + "' is not supported (no DNS yet)";
+  }
+  if (refusal != socks5::Reply::kSucceeded) {
+    co_await in.write_all(socks5::make_reply(refusal));
+    co_return base::fail(base::Errc::kProtocol, why);
+  }
+  co_return *request.address;
+}
+
 }  // namespace
 
 asio::awaitable<void> PodWorker::handle_outbound(asio::ip::tcp::socket socket) {
   auto self = shared_from_this();
+  auto peer = net::peer_addr(socket.native_handle());
+  auto orig = net::original_dst(socket.native_handle());
+  net::TcpStream downstream(std::move(socket));
+  if (!peer || !orig) {
+    downstream.reset();
+    spdlog::warn("access\tconnection failed\tdirection=outbound error=\"{}\"",
+                 (peer ? orig.error() : peer.error()).message());
+    co_return;
+  }
+  co_await serve_outbound(downstream, *peer, *orig, false);
+}
+
+asio::awaitable<void> PodWorker::handle_socks5(asio::ip::tcp::socket socket) {
+  auto self = shared_from_this();
+  auto peer = net::peer_addr(socket.native_handle());
+  net::TcpStream downstream(std::move(socket));
+  auto guard = tracker_.track([&] { downstream.reset(); });
+  net::Deadline deadline(io_.get_executor(), shared_.options.connect_timeout, [&] { downstream.reset(); });
+  auto target = co_await socks5_negotiate(downstream);
+  deadline.cancel();
+  if (!peer || !target) {
+    downstream.reset();
+    spdlog::warn("access\tconnection failed\tsrc.addr={} direction=outbound error=\"{}\"",
+                 peer ? peer->to_string() : "-", (peer ? target.error() : peer.error()).message());
+    co_return;
+  }
+  // The app dialled loopback; upstream, the connection comes from the pod's own address.
+  base::SocketAddr client = *peer;
+  if (!pod_->ips.empty()) client.ip = pod_->ips.front();
+  co_await serve_outbound(downstream, client, *target, true);
+}
+
+asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base::SocketAddr client,
+                                                base::SocketAddr target, bool socks5_reply) {
   ConnectionRecord rec;
   rec.direction = "outbound";
   rec.id = next_trace_id();
   rec.labels.reporter = "source";
-  auto peer = net::peer_addr(socket.native_handle());
-  auto orig = net::original_dst(socket.native_handle());
-  if (peer) rec.src_addr = *peer;
-  net::TcpStream downstream(std::move(socket));
+  rec.src_addr = client;
+  rec.dst_addr = target.to_string();
   std::shared_ptr<h2::Stream> tunnel;
   std::unique_ptr<net::TcpStream> plain;
   auto guard = tracker_.track([&] {
@@ -50,30 +143,29 @@ asio::awaitable<void> PodWorker::handle_outbound(asio::ip::tcp::socket socket) {
     if (tunnel) tunnel->reset();
     if (plain) plain->reset();
   });
-
-  auto finish = [&](std::optional<base::Error> error) {
+  std::optional<admin::TcpMetrics::Handle> counters;
+  // Every failure before the copy ends here: one reply (socks5), one open and one failed close in
+  // the metrics, one log line.
+  auto refuse = [&](base::Error error) -> asio::awaitable<void> {
+    if (socks5_reply) co_await downstream.write_all(socks5::make_reply(socks5_reply_for(error)));
+    downstream.reset();
+    if (!counters) shared_.metrics.on_open(rec.labels);
+    auto final_labels = rec.labels;
+    final_labels.response_flags = response_flags_for(error);
+    shared_.metrics.on_close(final_labels, true);
     rec.error = std::move(error);
     log_connection(rec);
   };
-  if (!peer || !orig) {
-    downstream.reset();
-    co_return finish(peer ? orig.error() : peer.error());
-  }
 
   auto snapshot = shared_.state.load();
   auto source = snapshot->workload_by_uid(pod_->uid);
   if (!source) {
-    downstream.reset();
-    co_return finish(base::Error{base::Errc::kNotFound, "failed to fetch information about local workload " + pod_->uid});
+    co_return co_await refuse({base::Errc::kNotFound, "failed to fetch information about local workload " + pod_->uid});
   }
   set_source(rec.labels, *source);
   rec.labels.source_principal = source->identity().to_string();
-  auto route = state::select_route(*snapshot, *source, *orig, rng_());
-  if (!route) {
-    downstream.reset();
-    rec.dst_addr = orig->to_string();
-    co_return finish(route.error());
-  }
+  auto route = state::select_route(*snapshot, *source, target, rng_());
+  if (!route) co_return co_await refuse(route.error());
   rec.dst_addr = route->next_hop.to_string();
   if (route->destination) set_destination(rec.labels, *route->destination);
   if (route->service) {
@@ -82,45 +174,44 @@ asio::awaitable<void> PodWorker::handle_outbound(asio::ip::tcp::socket socket) {
     rec.labels.destination_service_namespace = route->service->ns;
     rec.labels.destination_service_name = route->service->name;
   }
-
-  net::ByteStream* upstream = nullptr;
   if (route->kind == state::Route::Kind::kHbone) {
     rec.dst_hbone_addr = route->hbone_target.to_string();
     rec.labels.connection_security_policy = "mutual_tls";
     rec.labels.destination_principal = route->destination->identity().to_string();
-    hbone::ConnectInfo info{route->hbone_target, *peer, rec.dst_service, baggage_of(*source),
-                            hbone::make_traceparent(0, 0, 0)};
-    info.traceparent = "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00";
-    hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, peer->ip};
+  }
+  // Counted as opened once the route is decided, before dialling (as ztunnel does).
+  counters = shared_.metrics.on_open(rec.labels);
+
+  net::ByteStream* upstream = nullptr;
+  if (route->kind == state::Route::Kind::kHbone) {
+    hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
+                            "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00"};
+    hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
     auto stream = co_await pool_.connect(key, hbone::connect_headers(info));
-    if (!stream) {
-      downstream.reset();
-      rec.labels.response_flags = response_flags_for(stream.error());
-      shared_.metrics.on_close(rec.labels, true);
-      co_return finish(stream.error());
-    }
+    if (!stream) co_return co_await refuse(stream.error());
     tunnel = *stream;
     upstream = tunnel.get();
   } else {
     auto connected = co_await connect_upstream(route->next_hop);
-    if (!connected) {
-      downstream.reset();
-      rec.labels.response_flags = "CONNECT";
-      shared_.metrics.on_close(rec.labels, true);
-      co_return finish(connected.error());
-    }
+    if (!connected) co_return co_await refuse(connected.error());
     plain = std::make_unique<net::TcpStream>(std::move(*connected));
     upstream = plain.get();
   }
+  if (socks5_reply) {
+    if (auto w = co_await downstream.write_all(socks5::make_reply(socks5::Reply::kSucceeded)); !w) {
+      upstream->reset();
+      co_return co_await refuse(w.error());
+    }
+  }
 
-  auto handle = shared_.metrics.on_open(rec.labels);
-  auto moved = co_await copy_bidirectional(downstream, *upstream, handle.received, handle.sent);
+  auto moved = co_await copy_bidirectional(downstream, *upstream, counters->received, counters->sent);
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
   auto final_labels = rec.labels;
   final_labels.response_flags = response_flags_for(moved.error);
   shared_.metrics.on_close(final_labels, is_failure(moved.error));
-  finish(std::move(moved.error));
+  rec.error = std::move(moved.error);
+  log_connection(rec);
 }
 
 }  // namespace meshnode::proxy

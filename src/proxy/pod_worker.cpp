@@ -85,8 +85,10 @@ asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<
     socket.set_option(asio::ip::tcp::no_delay(true), ec);
     switch (kind) {
       case ListenerKind::kOutbound:
-      case ListenerKind::kSocks5:
         asio::co_spawn(io_, handle_outbound(std::move(socket)), asio::detached);
+        break;
+      case ListenerKind::kSocks5:
+        asio::co_spawn(io_, handle_socks5(std::move(socket)), asio::detached);
         break;
       case ListenerKind::kInboundPlaintext:
         asio::co_spawn(io_, handle_inbound_plaintext(std::move(socket)), asio::detached);

@@ -16,6 +16,7 @@
 #include "base/unique_fd.hpp"
 #include "hbone/client_pool.hpp"
 #include "hbone/server.hpp"
+#include "net/byte_stream.hpp"
 #include "proxy/state_store.hpp"
 #include "proxy/tracker.hpp"
 #include "tls/cert_manager.hpp"
@@ -78,6 +79,11 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
  private:
   asio::awaitable<void> accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor);
   asio::awaitable<void> handle_outbound(asio::ip::tcp::socket socket);
+  asio::awaitable<void> handle_socks5(asio::ip::tcp::socket socket);
+  /// Routes and carries one outbound connection whose target is known (captured or socks5).
+  /// With `socks5_reply` the RFC 1928 reply is written once the upstream is (or is not) reached.
+  asio::awaitable<void> serve_outbound(net::TcpStream& downstream, base::SocketAddr client, base::SocketAddr target,
+                                       bool socks5_reply);
   asio::awaitable<void> handle_inbound_plaintext(asio::ip::tcp::socket socket);
   asio::awaitable<void> handle_hbone_connection(asio::ip::tcp::socket socket);
   asio::awaitable<void> handle_hbone_stream(std::shared_ptr<h2::Stream> stream,

@@ -26,10 +26,14 @@ std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std
 }
 
 base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
-  auto addr = base::SocketAddr::parse(authority);
-  if (!addr) {
+  auto invalid = [&] {
     return base::fail(base::Errc::kInvalidArgument, "invalid CONNECT authority '" + std::string(authority) + "'");
-  }
+  };
+  // Only IP-literal characters: base::IpAddr::parse hands the text to inet_pton as a C string, so
+  // an embedded NUL would silently truncate "10.0.0.1\0:80" to 10.0.0.1.
+  if (authority.find_first_not_of("0123456789abcdefABCDEF.:[]") != std::string_view::npos) return invalid();
+  auto addr = base::SocketAddr::parse(authority);
+  if (!addr) return invalid();
   return addr;
 }
 

@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "base/ip.hpp"
+#include "base/spiffe.hpp"
+
+namespace meshnode::base {
+namespace {
+
+TEST(SpiffeId, ParsesIstioIdentities) {
+  auto id = SpiffeId::parse("spiffe://cluster.local/ns/default/sa/client");
+  ASSERT_TRUE(id) << id.error().message();
+  EXPECT_EQ(id->trust_domain, "cluster.local");
+  EXPECT_EQ(id->ns, "default");
+  EXPECT_EQ(id->service_account, "client");
+  EXPECT_EQ(id->to_string(), "spiffe://cluster.local/ns/default/sa/client");
+}
+
+TEST(SpiffeId, RejectsEveryMalformedShapeWithTheText) {
+  for (const char* bad : {"", "spiffe://", "http://cluster.local/ns/a/sa/b", "spiffe://cluster.local/ns/a/sa",
+                          "spiffe://cluster.local/ns/a/sa/b/extra", "spiffe://cluster.local/namespace/a/sa/b",
+                          "spiffe://cluster.local/ns/a/serviceaccount/b", "spiffe:///ns/a/sa/b",
+                          "spiffe://cluster.local/ns//sa/b", "spiffe://cluster.local/ns/a/sa/"}) {
+    auto id = SpiffeId::parse(bad);
+    ASSERT_FALSE(id) << bad;
+    EXPECT_EQ(id.error().code, Errc::kInvalidArgument);
+    EXPECT_NE(id.error().context.find(bad), std::string::npos) << id.error().context;
+  }
+}
+
+TEST(SocketAddr, ParsesAndFormatsBothFamilies) {
+  EXPECT_EQ(SocketAddr::parse("198.19.2.10:8080")->to_string(), "198.19.2.10:8080");
+  EXPECT_EQ(SocketAddr::parse("[fd00::1]:15008")->to_string(), "[fd00::1]:15008");
+  for (const char* bad : {"198.19.2.10", "198.19.2.10:0", "198.19.2.10:65536", "fd00::1:80", "[fd00::1]", "host:80",
+                          ":80", "1.2.3.4:8a"}) {
+    EXPECT_FALSE(SocketAddr::parse(bad)) << bad;
+  }
+}
+
+TEST(IpAddr, V4MappedNormalisesAndCidrContains) {
+  auto mapped = IpAddr::parse("::ffff:198.19.1.10");
+  ASSERT_TRUE(mapped);
+  EXPECT_TRUE(mapped->is_v4());
+  EXPECT_EQ(*mapped, *IpAddr::parse("198.19.1.10"));
+  auto net = IpNet::parse("198.19.0.0/15");
+  ASSERT_TRUE(net);
+  EXPECT_TRUE(net->contains(*IpAddr::parse("198.18.0.1")));
+  EXPECT_FALSE(net->contains(*IpAddr::parse("198.20.0.1")));
+  EXPECT_FALSE(net->contains(*IpAddr::parse("fd00::1")));
+  EXPECT_TRUE(IpNet::parse("fd00::/8")->contains(*IpAddr::parse("fd00::1")));
+  EXPECT_FALSE(IpNet::parse("10.0.0.0/33"));
+  EXPECT_TRUE(IpAddr::parse("127.0.0.2")->is_loopback());
+  EXPECT_TRUE(IpAddr::parse("::1")->is_loopback());
+}
+
+}  // namespace
+}  // namespace meshnode::base

@@ -8,6 +8,8 @@ find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+# CMake's FindProtobuf module (Debian ships no protobuf CMake config): protobuf::libprotobuf, protobuf_generate.
+find_package(Protobuf REQUIRED)
 
 # Standalone Asio ships no CMake config: an interface target with the settings we rely on.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

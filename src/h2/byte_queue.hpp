@@ -27,6 +27,8 @@ class ByteQueue {
   /// Copies up to out.size() bytes out and consumes them; returns the count.
   std::size_t read(std::span<std::byte> out) noexcept {
     std::size_t n = std::min(out.size(), size());
+    // memcpy with a null pointer is undefined even for 0 bytes (an empty queue has no buffer).
+    if (n == 0) return 0;
     std::memcpy(out.data(), buf_.data() + head_, n);
     consume(n);
     return n;

@@ -103,7 +103,11 @@ asio::awaitable<base::Result<void>> Stream::shutdown_write() {
 
 void Stream::reset() {
   if (!closed_ && !session_->dead_) {
-    nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_CONNECT_ERROR);
+    if (response_pending_) {
+      deferred_rst_ = NGHTTP2_CONNECT_ERROR;
+    } else {
+      nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_CONNECT_ERROR);
+    }
     session_->signal_write();
   }
   reset_ = true;
@@ -135,9 +139,10 @@ base::Result<void> Stream::respond(int status, const Headers& extra) {
   provider.read_callback = &Session::read_data;
   int rv = nghttp2_submit_response(session_->session_, id_, nva.data(), nva.size(), status == 200 ? &provider : nullptr);
   if (rv != 0) return fail(Errc::kProtocol, std::string("submit response: ") + nghttp2_strerror(rv));
+  response_pending_ = true;
   if (status != 200) {
     send_eof_ = true;
-    if (!recv_eof_) nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_NO_ERROR);
+    if (!recv_eof_) deferred_rst_ = NGHTTP2_NO_ERROR;
   }
   session_->signal_write();
   return {};
@@ -183,6 +188,7 @@ base::Result<void> Session::init() {
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb.get(), &Session::on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cb.get(), &Session::on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb.get(), &Session::on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb.get(), &Session::on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb.get(), &Session::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb.get(), &Session::on_stream_close);
 
@@ -383,9 +389,13 @@ ssize_t Session::read_data(nghttp2_session* ng, std::int32_t stream_id, std::uin
 int Session::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
                           nghttp2_data_source*, void* user) {
   Session* s = self_of(user);
-  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id));
   if (stream == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  // A frame sized by read_data can come back here after WOULDBLOCK, and reset() may have emptied
+  // the queue in between: drop the frame (the stream is being reset anyway) instead of reading
+  // bytes that are gone.
+  if (stream->reset_ || stream->send_.size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   const auto* hd = reinterpret_cast<const std::byte*>(framehd);
   s->out_.insert(s->out_.end(), hd, hd + 9);
   auto payload = stream->send_.front().first(len);
@@ -445,6 +455,18 @@ int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* u
   }
   if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) stream->recv_eof_ = true;
   stream->readable_.notify();
+  return 0;
+}
+
+int Session::on_frame_send(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  Stream* stream = self_of(user)->find(frame->hd.stream_id);
+  if (stream == nullptr || !stream->response_pending_) return 0;
+  stream->response_pending_ = false;
+  if (stream->deferred_rst_) {
+    nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id, *stream->deferred_rst_);
+    stream->deferred_rst_.reset();
+  }
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -87,6 +88,12 @@ class Stream final : public net::ByteStream {
   bool send_eof_ = false;
   bool closed_ = false;
   bool reset_ = false;
+  // Server: response HEADERS submitted but not yet on the wire. nghttp2 marks a stream CLOSING as
+  // soon as RST_STREAM is submitted and then drops its queued HEADERS, so an RST_STREAM wanted
+  // meanwhile (non-200 response, or reset() right after respond()) waits in deferred_rst_ until
+  // on_frame_send saw the HEADERS go out.
+  bool response_pending_ = false;
+  std::optional<std::uint32_t> deferred_rst_;
   net::Signal readable_;
   net::Signal writable_;
 };
@@ -145,6 +152,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
                        const std::uint8_t* value, std::size_t valuelen, std::uint8_t flags, void* user);
   static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user);
   static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t stream_id, const std::uint8_t* data,
                            std::size_t len, void* user);
   static int on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user);

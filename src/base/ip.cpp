@@ -53,6 +53,10 @@ std::optional<IpAddr> IpAddr::from_bytes(std::string_view raw) {
 }
 
 Result<IpAddr> IpAddr::parse(std::string_view text) {
+  // inet_pton reads a C string: an embedded NUL would silently cut the text short.
+  if (text.size() > INET6_ADDRSTRLEN || text.find('\0') != std::string_view::npos) {
+    return fail(Errc::kInvalidArgument, "invalid IP address");
+  }
   std::string s(text);
   std::array<std::uint8_t, 16> b{};
   if (::inet_pton(AF_INET, s.c_str(), b.data()) == 1) return v4({b[0], b[1], b[2], b[3]});
@@ -104,6 +108,9 @@ Result<SocketAddr> SocketAddr::parse(std::string_view text) {
   }
   auto ip = IpAddr::parse(host);
   if (!ip) return std::unexpected(ip.error());
+  if (!text.empty() && text.front() == '[' && ip->is_v4()) {
+    return fail(Errc::kInvalidArgument, "IPv4 socket address in brackets: '" + std::string(text) + "'");
+  }
   if (!text.empty() && text.front() != '[' && !ip->is_v4()) {
     return fail(Errc::kInvalidArgument, "IPv6 socket address needs brackets: '" + std::string(text) + "'");
   }

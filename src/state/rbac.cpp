@@ -196,10 +196,7 @@ void for_each_applicable(const StateSnapshot& snapshot, const Workload& workload
        ++it) {
     if (it->second.scope == Scope::kNamespace && it->second.ns == ns) fn(it->second);
   }
-  // StateSnapshot has no Global index; this scan is what grows with the policy count.
-  for (const auto& [key, policy] : all) {
-    if (policy.scope == Scope::kGlobal) fn(policy);
-  }
+  for (const Authorization* policy : snapshot.global_policies()) fn(*policy);
   for (std::size_t i = 0; i < workload.authorization_policies.size(); ++i) {
     const Authorization* policy = snapshot.policy_by_key(workload.authorization_policies[i]);
     if (policy == nullptr || in_scope_by_namespace(*policy, workload) || listed_before(workload, i)) continue;

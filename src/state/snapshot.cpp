@@ -19,6 +19,10 @@ Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(std::vector<Wo
     if (auto r = snapshot->add_policy(std::move(p)); !r) return std::unexpected(std::move(r.error()));
   }
   snapshot->index_endpoints();
+  // Global policies apply to every decision: index them once so a decision does not scan all.
+  for (const auto& [key, policy] : snapshot->policies_) {
+    if (policy.scope == Authorization::Scope::kGlobal) snapshot->global_policies_.push_back(&policy);
+  }
   return std::shared_ptr<const StateSnapshot>(std::move(snapshot));
 }
 

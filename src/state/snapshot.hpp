@@ -74,6 +74,8 @@ class StateSnapshot {
   [[nodiscard]] const ServiceMap& services() const noexcept { return services_; }
   /// All policies keyed and sorted by "ns/name".
   [[nodiscard]] const PolicyMap& policies() const noexcept { return policies_; }
+  /// Policies with Global scope, ordered by key (pointers into `policies()`).
+  [[nodiscard]] std::span<const Authorization* const> global_policies() const noexcept { return global_policies_; }
 
  private:
   using AddressKey = std::pair<std::string, base::IpAddr>;
@@ -88,6 +90,7 @@ class StateSnapshot {
   ServiceMap services_;
   std::map<AddressKey, const Service*> services_by_vip_;
   PolicyMap policies_;
+  std::vector<const Authorization*> global_policies_;
   std::map<std::string, std::vector<Endpoint>, std::less<>> endpoints_;
 };
 

@@ -31,9 +31,12 @@ TEST(SocketAddr, ParsesAndFormatsBothFamilies) {
   EXPECT_EQ(SocketAddr::parse("198.19.2.10:8080")->to_string(), "198.19.2.10:8080");
   EXPECT_EQ(SocketAddr::parse("[fd00::1]:15008")->to_string(), "[fd00::1]:15008");
   for (const char* bad : {"198.19.2.10", "198.19.2.10:0", "198.19.2.10:65536", "fd00::1:80", "[fd00::1]", "host:80",
-                          ":80", "1.2.3.4:8a"}) {
+                          ":80", "1.2.3.4:8a", "[1.2.3.4]:80"}) {
     EXPECT_FALSE(SocketAddr::parse(bad)) << bad;
   }
+  using namespace std::string_view_literals;
+  EXPECT_FALSE(SocketAddr::parse("10.0.0.1\0:80"sv));
+  EXPECT_FALSE(IpAddr::parse("10.0.0.1\0garbage"sv));
 }
 
 TEST(IpAddr, V4MappedNormalisesAndCidrContains) {

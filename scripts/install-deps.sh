@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libssl-dev libnghttp2-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libnftables-dev
   # tests and demo: real peers and real network plumbing
   iproute2 nftables iptables curl socat python3 openssl iperf3 procps
 )

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "state/rbac.hpp"
+
 namespace meshnode::app {
 namespace {
 
@@ -77,6 +79,73 @@ std::string config_dump_json(const state::StateSnapshot& snapshot, const std::ve
                                         {"expirationTime", c.expiration_time}}})}});
   }
   return out.dump(2) + "\n";
+}
+
+}  // namespace meshnode::app
+
+namespace meshnode::app {
+namespace {
+
+admin::HttpResponse json_response(int status, const nlohmann::json& body) {
+  admin::HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = body.dump(2) + "\n";
+  return r;
+}
+
+admin::HttpResponse bad_request(const std::string& why) {
+  return json_response(400, nlohmann::json{{"error", why},
+                                           {"usage", "/debug/authz?src=<ip[:port]>&src_identity=<spiffe id>&dst=<ip:port>"}});
+}
+
+std::shared_ptr<const state::Workload> workload_with_ip(const state::StateSnapshot& snapshot, const base::IpAddr& ip) {
+  for (const auto& [uid, w] : snapshot.workloads()) {
+    for (const auto& a : w->addresses) {
+      if (a == ip) return w;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+admin::HttpResponse debug_authz(const state::StateSnapshot& snapshot, const std::map<std::string, std::string>& query) {
+  auto get = [&](const char* key) -> std::string {
+    auto it = query.find(key);
+    return it == query.end() ? std::string() : it->second;
+  };
+  std::string src_text = get("src");
+  auto src = base::SocketAddr::parse(src_text);
+  if (!src) {
+    auto ip = base::IpAddr::parse(src_text);
+    if (!ip) return bad_request("src: '" + src_text + "' is not an IP or ip:port");
+    src = base::SocketAddr{*ip, 0};
+  }
+  auto dst = base::SocketAddr::parse(get("dst"));
+  if (!dst) return bad_request("dst: '" + get("dst") + "' is not ip:port");
+  std::optional<base::SpiffeId> identity;
+  if (!get("src_identity").empty()) {
+    auto id = base::SpiffeId::parse(get("src_identity"));
+    if (!id) return bad_request("src_identity: " + id.error().context);
+    identity = *id;
+  }
+  auto workload = workload_with_ip(snapshot, dst->ip);
+  if (!workload) return json_response(404, nlohmann::json{{"error", "no workload has IP " + dst->ip.to_string()}});
+  state::AuthzRequest request{*src, identity, *dst, workload.get()};
+  auto decision = state::authorize(snapshot, request);
+  nlohmann::json policies = nlohmann::json::array();
+  for (const auto& e : state::explain(snapshot, request)) {
+    policies.push_back({{"policy", e.policy}, {"action", e.action}, {"dryRun", e.dry_run}, {"applies", e.applies},
+                        {"matched", e.matched}, {"detail", e.detail}});
+  }
+  return json_response(200, nlohmann::json{{"decision", decision.allowed ? "allow" : "deny"},
+                                           {"reason", decision.reason},
+                                           {"decidingPolicy", decision.deciding_policy},
+                                           {"dryRunDenies", decision.dry_run_denies},
+                                           {"destinationWorkload", workload->uid},
+                                           {"sourceIdentity", identity ? identity->to_string() : ""},
+                                           {"policies", policies}});
 }
 
 }  // namespace meshnode::app

@@ -1,7 +1,10 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include "admin/http_message.hpp"
 
 #include "state/snapshot.hpp"
 #include "tls/cert_manager.hpp"
@@ -22,5 +25,17 @@ struct EnrolledPod {
 /// workloadState (enrolled pods), certificates (identity, serial, validity). Pretty-printed.
 [[nodiscard]] std::string config_dump_json(const state::StateSnapshot& snapshot, const std::vector<EnrolledPod>& pods,
                                            const std::vector<tls::CertInfo>& certificates);
+
+}  // namespace meshnode::app
+
+namespace meshnode::app {
+
+/// GET /debug/authz?src=<ip[:port]>&src_identity=<spiffe id>&dst=<ip:port>: the L4 authorization
+/// decision the proxy would make for that connection now, as JSON: {"decision": "allow"|"deny",
+/// "reason", "decidingPolicy", "dryRunDenies", "destinationWorkload", "policies": [{policy,
+/// action, dryRun, applies, matched, detail}]}. `src_identity` absent = plaintext (15006).
+/// 400 naming the bad parameter; 404 when no workload has the dst IP.
+[[nodiscard]] admin::HttpResponse debug_authz(const state::StateSnapshot& snapshot,
+                                              const std::map<std::string, std::string>& query);
 
 }  // namespace meshnode::app

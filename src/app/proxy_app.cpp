@@ -6,6 +6,8 @@
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <charconv>
 #include <cstdio>
 #include <thread>
@@ -95,6 +97,11 @@ class ProxyApp {
 
  private:
   Result<void> listen(admin::HttpServer& server, const std::string& addr);
+  /// Re-reads the local config; on success publishes the new snapshot and re-checks live inbound
+  /// connections against its policies. A bad file keeps the previous state (logged, counted).
+  void reload(std::string_view why);
+  asio::awaitable<void> watch_config();
+  void watch_sighup();
   void start_workers();
   void stop_workers();
   std::string dump() const;
@@ -115,7 +122,60 @@ class ProxyApp {
   admin::HttpServer readiness_server_;
   std::vector<std::unique_ptr<inpod::PodListenerSet>> pods_;
   bool shutting_down_ = false;
+  asio::signal_set hup_{control_, SIGHUP};
 };
+
+/// What identifies one version of the config file: an atomic rename changes the inode, an
+/// in-place edit the mtime or size.
+struct FileStamp {
+  ino_t ino = 0;
+  off_t size = -1;
+  long long mtime_ns = 0;
+  friend bool operator==(const FileStamp&, const FileStamp&) = default;
+};
+
+FileStamp stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+void ProxyApp::reload(std::string_view why) {
+  auto next = load_state(options_);
+  if (!next) {
+    spdlog::error("config reload ({}) failed, keeping the previous state: {}", why, next.error().message());
+    registry_.counter("meshnode_config_reloads_total", "Local config reloads by result", {{"result", "error"}}).inc();
+    return;
+  }
+  state_.store(*next);
+  for (auto& set : pods_) set->recheck_policies(*next);
+  registry_.counter("meshnode_config_reloads_total", "Local config reloads by result", {{"result", "ok"}}).inc();
+  spdlog::info("config reloaded ({}): {} workloads, {} services, {} policies", why, (*next)->workloads().size(),
+               (*next)->services().size(), (*next)->policies().size());
+}
+
+asio::awaitable<void> ProxyApp::watch_config() {
+  // Polling (250 ms) rather than inotify: it also sees the file replaced through a symlink swap
+  // (Kubernetes ConfigMap updates) and costs one stat per tick.
+  auto last = stamp_of(options_.config_path);
+  asio::steady_timer tick(control_);
+  while (!shutting_down_) {
+    tick.expires_after(std::chrono::milliseconds(250));
+    co_await tick.async_wait(net::kNoThrow);
+    auto now = stamp_of(options_.config_path);
+    if (now == last) continue;
+    last = now;
+    reload("file changed");
+  }
+}
+
+void ProxyApp::watch_sighup() {
+  hup_.async_wait([this](const std::error_code& ec, int) {
+    if (ec) return;
+    reload("SIGHUP");
+    watch_sighup();
+  });
+}
 
 Result<void> ProxyApp::listen(admin::HttpServer& server, const std::string& addr) {
   auto parsed = base::SocketAddr::parse(addr);
@@ -165,6 +225,8 @@ asio::awaitable<void> ProxyApp::shutdown() {
     co_await tick.async_wait(net::kNoThrow);
   }
   pods_.clear();  // aborts what is left, on each worker
+  std::error_code ignored;
+  hup_.cancel(ignored);
   admin_.stop();
   metrics_.stop();
   readiness_server_.stop();
@@ -180,6 +242,7 @@ int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods
   admin::add_metrics_routes(metrics_, registry_);
   admin::add_admin_routes(admin_, [this] { return dump(); },
                           [this] { asio::co_spawn(control_, shutdown(), asio::detached); });
+  admin_.route("/debug/authz", [this](const admin::HttpRequest& req) { return debug_authz(*state_.load(), req.query); });
   for (auto [server, addr] : {std::pair{&admin_, options_.admin_addr}, std::pair{&metrics_, options_.metrics_addr},
                               std::pair{&readiness_server_, options_.readiness_addr}}) {
     if (auto ok = listen(*server, addr); !ok) {
@@ -205,6 +268,10 @@ int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods
   spdlog::info("meshnode-proxy {} ready: {} pod(s), {} worker(s), metrics {}, readiness {}", kVersion, pods.size(),
                workers_.size(), options_.metrics_addr, options_.readiness_addr);
 
+  if (!options_.config_path.empty()) {
+    watch_sighup();
+    asio::co_spawn(control_, watch_config(), asio::detached);
+  }
   asio::signal_set signals(control_, SIGTERM, SIGINT);
   signals.async_wait([this](const std::error_code& ec, int signo) {
     if (ec) return;

@@ -117,6 +117,10 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
     if (deadline.expired()) co_return fail(Errc::kTimeout, "no CONNECT response from " + key.destination.to_string());
     co_return std::unexpected(status.error());
   }
+  if (*status == 401) {
+    (*stream)->reset();
+    co_return fail(Errc::kPolicyDenied, "CONNECT to " + key.destination.to_string() + " denied by the destination's policy (401)");
+  }
   if (*status != 200) {
     (*stream)->reset();
     co_return fail(Errc::kProtocol, "CONNECT to " + key.destination.to_string() + " answered " +

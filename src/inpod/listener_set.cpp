@@ -70,6 +70,12 @@ void PodListenerSet::abort_connections() {
   for (auto& part : parts_) asio::post(*part.io, [worker = part.worker] { worker->abort_all(); });
 }
 
+void PodListenerSet::recheck_policies(std::shared_ptr<const state::StateSnapshot> snapshot) {
+  for (auto& part : parts_) {
+    asio::post(*part.io, [worker = part.worker, snapshot] { worker->recheck_policies(*snapshot); });
+  }
+}
+
 std::size_t PodListenerSet::active_connections() const {
   std::size_t n = 0;
   for (const auto& part : parts_) n += part.worker->active();

@@ -38,6 +38,9 @@ class PodListenerSet {
   void stop_accepting();
   /// Resets every open connection of the pod now.
   void abort_connections();
+  /// Re-authorizes the pod's live inbound connections on `snapshot` (after a policy change);
+  /// those now denied are closed. Asynchronous: runs on each worker.
+  void recheck_policies(std::shared_ptr<const state::StateSnapshot> snapshot);
   /// Open connections across workers. Approximate while workers run.
   [[nodiscard]] std::size_t active_connections() const;
   [[nodiscard]] const proxy::PodInfo& pod() const noexcept { return *pod_; }

@@ -8,9 +8,41 @@
 #include "proxy/connection_log.hpp"
 #include "proxy/copy.hpp"
 #include "proxy/pod_worker.hpp"
+#include "state/rbac.hpp"
 #include "state/route.hpp"
 
 namespace meshnode::proxy {
+
+state::AuthzDecision PodWorker::authorize_inbound(const state::StateSnapshot& snapshot, const base::SocketAddr& source,
+                                                  const std::optional<base::SpiffeId>& identity,
+                                                  const base::SocketAddr& destination, const std::string& id) const {
+  auto local = snapshot.workload_by_uid(pod_->uid);
+  auto decision = state::authorize(snapshot, {source, identity, destination, local.get()});
+  // Dry-run policies never change the outcome; they only say what they would have done.
+  for (const auto& key : decision.dry_run_denies) {
+    spdlog::info("authz\tdry-run\tid={} policy={} would deny src.addr={} dst.addr={}", id, key, source.to_string(),
+                 destination.to_string());
+  }
+  if (decision.dry_run_allow_would_deny) {
+    spdlog::info("authz\tdry-run\tid={} dry-run allow policies would deny src.addr={} dst.addr={}", id,
+                 source.to_string(), destination.to_string());
+  }
+  return decision;
+}
+
+ConnectionTracker::Recheck PodWorker::recheck_for(base::SocketAddr source, std::optional<base::SpiffeId> identity,
+                                                   base::SocketAddr destination, std::string id,
+                                                   std::optional<base::Error>& closed_by_policy) const {
+  return [this, source, identity = std::move(identity), destination, id = std::move(id),
+          &closed_by_policy](const state::StateSnapshot& snapshot) -> std::optional<std::string> {
+    auto decision = authorize_inbound(snapshot, source, identity, destination, id);
+    if (decision.allowed) return std::nullopt;
+    closed_by_policy = base::Error{base::Errc::kPolicyDenied, "closed: policy change: " + decision.reason};
+    spdlog::info("authz\tclosed: policy change\tid={} src.addr={} dst.addr={} reason=\"{}\"", id, source.to_string(),
+                 destination.to_string(), decision.reason);
+    return decision.reason;
+  };
+}
 
 asio::awaitable<void> PodWorker::handle_hbone_connection(asio::ip::tcp::socket socket) {
   auto self = shared_from_this();
@@ -90,6 +122,10 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
     co_return reject(503, {base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + rec.dst_hbone_addr});
   }
   rec.dst_addr = target->to_string();
+  auto decision = authorize_inbound(*snapshot, conn->peer, conn->peer_identity, *target, rec.id);
+  if (!decision.allowed) co_return reject(401, {base::Errc::kPolicyDenied, decision.reason});
+  std::optional<base::Error> closed_by_policy;
+  guard.set_recheck(recheck_for(conn->peer, conn->peer_identity, *target, rec.id, closed_by_policy));
   auto connected = co_await connect_upstream(*target);
   if (!connected) co_return reject(503, connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
@@ -99,12 +135,16 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
   }
 
   auto moved = co_await copy_bidirectional(*stream, *upstream, counters.received, counters.sent);
+  finish_inbound(rec, moved, closed_by_policy);
+}
+
+void PodWorker::finish_inbound(ConnectionRecord& rec, Transferred& moved, std::optional<base::Error>& closed_by_policy) {
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
+  rec.error = closed_by_policy ? std::move(closed_by_policy) : std::move(moved.error);
   auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(moved.error);
-  shared_.metrics.on_close(final_labels, is_failure(moved.error));
-  rec.error = std::move(moved.error);
+  final_labels.response_flags = response_flags_for(rec.error);
+  shared_.metrics.on_close(final_labels, is_failure(rec.error));
   log_connection(rec);
 }
 
@@ -145,18 +185,17 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
   if (state::is_illegal_port(orig->port)) {
     co_return fail_with({base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + orig->to_string()});
   }
+  // No peer identity on this path: a "require mTLS" policy (notPrincipals: [Presence]) denies it.
+  auto decision = authorize_inbound(*snapshot, *peer, std::nullopt, *orig, rec.id);
+  if (!decision.allowed) co_return fail_with({base::Errc::kPolicyDenied, decision.reason});
+  std::optional<base::Error> closed_by_policy;
+  guard.set_recheck(recheck_for(*peer, std::nullopt, *orig, rec.id, closed_by_policy));
   auto connected = co_await connect_upstream(*orig);
   if (!connected) co_return fail_with(connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
 
   auto moved = co_await copy_bidirectional(downstream, *upstream, counters.received, counters.sent);
-  rec.bytes_recv = moved.downstream_to_upstream;
-  rec.bytes_sent = moved.upstream_to_downstream;
-  auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(moved.error);
-  shared_.metrics.on_close(final_labels, is_failure(moved.error));
-  rec.error = std::move(moved.error);
-  log_connection(rec);
+  finish_inbound(rec, moved, closed_by_policy);
 }
 
 }  // namespace meshnode::proxy

@@ -61,6 +61,11 @@ void PodWorker::stop_accepting() {
   }
 }
 
+void PodWorker::recheck_policies(const state::StateSnapshot& snapshot) {
+  auto closed = tracker_.recheck_all(snapshot);
+  if (closed > 0) spdlog::info("pod={} policy change closed {} connection(s)", pod_->uid, closed);
+}
+
 void PodWorker::abort_all() {
   tracker_.abort_all();
   for (auto& weak : inbound_sessions_) {

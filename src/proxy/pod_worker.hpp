@@ -17,8 +17,11 @@
 #include "hbone/client_pool.hpp"
 #include "hbone/server.hpp"
 #include "net/byte_stream.hpp"
+#include "proxy/connection_log.hpp"
+#include "proxy/copy.hpp"
 #include "proxy/state_store.hpp"
 #include "proxy/tracker.hpp"
+#include "state/rbac.hpp"
 #include "tls/cert_manager.hpp"
 
 namespace meshnode::proxy {
@@ -73,6 +76,8 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   void stop_accepting();
   /// Resets every open connection of this pod now.
   void abort_all();
+  /// Re-authorizes every live inbound connection on `snapshot`; closes those now denied.
+  void recheck_policies(const state::StateSnapshot& snapshot);
   /// Open connections (inbound + outbound). Any thread.
   [[nodiscard]] std::size_t active() const noexcept { return tracker_.size(); }
 
@@ -88,6 +93,18 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   asio::awaitable<void> handle_hbone_connection(asio::ip::tcp::socket socket);
   asio::awaitable<void> handle_hbone_stream(std::shared_ptr<h2::Stream> stream,
                                             std::shared_ptr<const hbone::InboundConnection> conn);
+  /// L4 authorization of an inbound connection to this pod (logs dry-run verdicts).
+  [[nodiscard]] state::AuthzDecision authorize_inbound(const state::StateSnapshot& snapshot,
+                                                       const base::SocketAddr& source,
+                                                       const std::optional<base::SpiffeId>& identity,
+                                                       const base::SocketAddr& destination, const std::string& id) const;
+  /// A tracker re-check that re-authorizes this connection on a new snapshot; when denied it
+  /// records "closed: policy change" in `closed_by_policy` (which must outlive the tracking).
+  [[nodiscard]] ConnectionTracker::Recheck recheck_for(base::SocketAddr source, std::optional<base::SpiffeId> identity,
+                                                       base::SocketAddr destination, std::string id,
+                                                       std::optional<base::Error>& closed_by_policy) const;
+  /// Access log + closing metrics of an inbound connection after its copy ended.
+  void finish_inbound(ConnectionRecord& rec, Transferred& moved, std::optional<base::Error>& closed_by_policy);
   /// Connects from inside the pod netns (SO_MARK 0x539) with the connect timeout.
   asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::SocketAddr& addr);
   [[nodiscard]] bool is_own_ip(const base::IpAddr& ip) const;

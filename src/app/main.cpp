@@ -11,6 +11,12 @@ int main(int argc, char** argv) {
       ->envname("LOCAL_XDS_PATH");
   cli.add_option("--ca-dir", o.ca_dir, "Built-in CA directory (root-cert.pem, root-key.pem; created if absent)")
       ->envname("MESHNODE_CA_DIR");
+  cli.add_option("--inpod-uds", o.inpod_uds,
+                 "Node agent ZDS socket (e.g. /var/run/ztunnel/ztunnel.sock): pods are enrolled over ZDS")
+      ->envname("INPOD_UDS");
+  cli.add_option("--proxy-mode", o.proxy_mode, "shared (pods enrolled over ZDS) | dedicated (--pod only)")
+      ->envname("PROXY_MODE")
+      ->check(CLI::IsMember({"shared", "dedicated"}));
   cli.add_option("--pod", o.pods, "Enroll a pod: <workload uid>=<netns path> (repeatable)");
   cli.add_flag("--socks5", o.socks5, "Listen for socks5 on 127.0.0.1:15080 in each pod")
       ->envname("UNSTABLE_ENABLE_SOCKS5");
@@ -33,5 +39,8 @@ int main(int argc, char** argv) {
     int rc = cli.exit(e);
     return rc == 0 ? 0 : meshnode::app::kExitConfig;
   }
+  if (o.proxy_mode.empty()) o.proxy_mode = o.inpod_uds.empty() ? "dedicated" : "shared";
+  if (o.proxy_mode == "shared" && o.inpod_uds.empty()) o.inpod_uds = meshnode::app::kDefaultInpodUds;
+  if (o.proxy_mode == "dedicated") o.inpod_uds.clear();
   return meshnode::app::run_proxy(o);
 }

@@ -10,6 +10,8 @@ struct Options {
   std::string config_path;       ///< LOCAL_XDS_PATH / --config: local YAML config
   std::string ca_dir;            ///< MESHNODE_CA_DIR / --ca-dir: built-in CA directory
   std::vector<std::string> pods; ///< --pod <workload uid>=<netns path>, repeatable
+  std::string inpod_uds;         ///< INPOD_UDS / --inpod-uds: ZDS socket of the node agent (shared mode)
+  std::string proxy_mode;        ///< PROXY_MODE / --proxy-mode: shared (ZDS) | dedicated; default shared iff INPOD_UDS is set
   bool socks5 = false;           ///< UNSTABLE_ENABLE_SOCKS5 / --socks5
   int worker_threads = 2;        ///< ZTUNNEL_WORKER_THREADS / --worker-threads
   std::string log_level = "info";                ///< LOG_LEVEL / --log-level
@@ -18,6 +20,9 @@ struct Options {
   std::string metrics_addr = "0.0.0.0:15020";    ///< --metrics-addr
   std::string readiness_addr = "0.0.0.0:15021";  ///< --readiness-addr
 };
+
+/// Default ZDS socket path (Istio charts' hostPath), used in shared mode when INPOD_UDS is unset.
+inline constexpr const char* kDefaultInpodUds = "/var/run/ztunnel/ztunnel.sock";
 
 /// Exit codes of meshnode-proxy.
 inline constexpr int kExitOk = 0;

@@ -21,7 +21,8 @@
 #include "app/options.hpp"
 #include "base/log.hpp"
 #include "config/local_config.hpp"
-#include "inpod/listener_set.hpp"
+#include "inpod/workload_manager.hpp"
+#include "inpod/zds_client.hpp"
 #include "net/awaitable.hpp"
 #include "tls/local_ca.hpp"
 
@@ -56,8 +57,15 @@ Result<std::shared_ptr<const state::StateSnapshot>> load_state(const Options& o)
                                      std::move(config->policies));
 }
 
-/// --pod <uid>=<netns path> → PodInfo; the uid must name a workload of the config.
-Result<std::shared_ptr<const proxy::PodInfo>> resolve_pod(const state::StateSnapshot& snapshot, const std::string& spec) {
+/// A pod enrolled from the command line (--pod <uid>=<netns path>).
+struct StaticPod {
+  std::string uid;
+  inpod::WorkloadIdentity who;
+  base::Netns netns;
+};
+
+/// Parses --pod; the uid must name a workload of the config (its identity comes from there).
+Result<StaticPod> resolve_pod(const state::StateSnapshot& snapshot, const std::string& spec) {
   auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
     return fail(Errc::kConfig, "--pod '" + spec + "': expected <workload uid>=<netns path>");
@@ -67,14 +75,7 @@ Result<std::shared_ptr<const proxy::PodInfo>> resolve_pod(const state::StateSnap
   if (!workload) return fail(Errc::kConfig, "--pod '" + spec + "': no workload with uid '" + uid + "' in the config");
   auto netns = base::Netns::open(spec.substr(eq + 1));
   if (!netns) return std::unexpected(netns.error());
-  auto pod = std::make_shared<proxy::PodInfo>();
-  pod->uid = uid;
-  pod->name = workload->name;
-  pod->ns = workload->ns;
-  pod->identity = workload->identity();
-  pod->ips = workload->addresses;
-  pod->netns = std::make_shared<const base::Netns>(std::move(*netns));
-  return pod;
+  return StaticPod{uid, {workload->name, workload->ns, workload->service_account}, std::move(*netns)};
 }
 
 class ProxyApp {
@@ -93,7 +94,7 @@ class ProxyApp {
     for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
   }
 
-  int run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods);
+  int run(std::vector<StaticPod> pods);
 
  private:
   Result<void> listen(admin::HttpServer& server, const std::string& addr);
@@ -120,7 +121,8 @@ class ProxyApp {
   admin::HttpServer admin_;
   admin::HttpServer metrics_;
   admin::HttpServer readiness_server_;
-  std::vector<std::unique_ptr<inpod::PodListenerSet>> pods_;
+  std::unique_ptr<inpod::WorkloadManager> pods_;
+  std::unique_ptr<inpod::ZdsClient> zds_;
   bool shutting_down_ = false;
   asio::signal_set hup_{control_, SIGHUP};
 };
@@ -148,7 +150,7 @@ void ProxyApp::reload(std::string_view why) {
     return;
   }
   state_.store(*next);
-  for (auto& set : pods_) set->recheck_policies(*next);
+  if (pods_) pods_->recheck_policies(*next);
   registry_.counter("meshnode_config_reloads_total", "Local config reloads by result", {{"result", "ok"}}).inc();
   spdlog::info("config reloaded ({}): {} workloads, {} services, {} policies", why, (*next)->workloads().size(),
                (*next)->services().size(), (*next)->policies().size());
@@ -200,9 +202,8 @@ void ProxyApp::stop_workers() {
 
 std::string ProxyApp::dump() const {
   std::vector<EnrolledPod> pods;
-  for (const auto& set : pods_) {
-    const auto& p = set->pod();
-    pods.push_back({p.uid, p.name, p.ns, p.identity.service_account, p.netns->description(), "Up"});
+  if (pods_) {
+    for (const auto& p : pods_->dump()) pods.push_back({p.uid, p.who.name, p.who.ns, p.who.service_account, p.netns, p.state});
   }
   return config_dump_json(*state_.load(), pods, certs_.dump());
 }
@@ -211,12 +212,12 @@ asio::awaitable<void> ProxyApp::shutdown() {
   if (shutting_down_) co_return;
   shutting_down_ = true;
   spdlog::info("shutdown: closing listeners, draining connections for up to {} ms", deadline_.count());
-  for (auto& set : pods_) set->stop_accepting();
+  if (zds_) zds_->stop();
+  if (pods_) pods_->stop_accepting_all();
   auto until = std::chrono::steady_clock::now() + deadline_;
   asio::steady_timer tick(control_);
   for (;;) {
-    std::size_t open = 0;
-    for (auto& set : pods_) open += set->active_connections();
+    std::size_t open = pods_ ? pods_->active_connections() : 0;
     if (open == 0 || std::chrono::steady_clock::now() >= until) {
       if (open > 0) spdlog::warn("shutdown: deadline reached, closing {} open connections", open);
       break;
@@ -224,7 +225,7 @@ asio::awaitable<void> ProxyApp::shutdown() {
     tick.expires_after(std::chrono::milliseconds(20));
     co_await tick.async_wait(net::kNoThrow);
   }
-  pods_.clear();  // aborts what is left, on each worker
+  if (pods_) pods_->clear();  // aborts what is left, on each worker
   std::error_code ignored;
   hup_.cancel(ignored);
   admin_.stop();
@@ -236,7 +237,7 @@ asio::awaitable<void> ProxyApp::shutdown() {
   control_.stop();
 }
 
-int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods) {
+int ProxyApp::run(std::vector<StaticPod> pods) {
   readiness_.add_pending("proxy");
   admin::add_readiness_routes(readiness_server_, readiness_);
   admin::add_metrics_routes(metrics_, registry_);
@@ -254,19 +255,25 @@ int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods
   proxy::ProxyShared shared{state_, certs_, tcp_metrics_, {}};
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());
-  for (const auto& pod : pods) {
-    auto set = inpod::PodListenerSet::start(pod, ios, shared, {options_.socks5});
-    if (!set) {
-      spdlog::error("pod={} cannot start its listeners: {}", pod->uid, set.error().message());
-      pods_.clear();
+  pods_ = std::make_unique<inpod::WorkloadManager>(
+      inpod::WorkloadManager::Deps{control_, ios, shared, {options_.socks5}, readiness_, registry_});
+  for (auto& pod : pods) {
+    // A dedicated (--pod) pod that cannot start is a startup error: the operator asked for it.
+    if (auto error = pods_->add(pod.uid, pod.who, std::move(pod.netns), true); !error.empty()) {
+      spdlog::error("pod={} cannot start its listeners: {}", pod.uid, error);
+      pods_->clear();
       stop_workers();
       return kExitRuntime;
     }
-    pods_.push_back(std::move(*set));
+  }
+  if (!options_.inpod_uds.empty()) {
+    zds_ = std::make_unique<inpod::ZdsClient>(control_, options_.inpod_uds, *pods_, readiness_, registry_);
+    zds_->start();
   }
   readiness_.remove_pending("proxy");
-  spdlog::info("meshnode-proxy {} ready: {} pod(s), {} worker(s), metrics {}, readiness {}", kVersion, pods.size(),
-               workers_.size(), options_.metrics_addr, options_.readiness_addr);
+  spdlog::info("meshnode-proxy {} ready: {} pod(s) from the command line, ZDS {}, {} worker(s), metrics {}, readiness {}",
+               kVersion, pods.size(), options_.inpod_uds.empty() ? "off" : options_.inpod_uds, workers_.size(),
+               options_.metrics_addr, options_.readiness_addr);
 
   if (!options_.config_path.empty()) {
     watch_sighup();
@@ -279,6 +286,8 @@ int ProxyApp::run(const std::vector<std::shared_ptr<const proxy::PodInfo>>& pods
     asio::co_spawn(control_, shutdown(), asio::detached);
   });
   control_.run();
+  zds_.reset();
+  pods_.reset();
   stop_workers();
   spdlog::info("meshnode-proxy stopped");
   return kExitOk;
@@ -297,7 +306,7 @@ int run_proxy(const Options& o) {
     spdlog::error("configuration error: {}", (!deadline ? deadline.error() : snapshot.error()).message());
     return kExitConfig;
   }
-  std::vector<std::shared_ptr<const proxy::PodInfo>> pods;
+  std::vector<StaticPod> pods;
   for (const auto& spec : o.pods) {
     auto pod = resolve_pod(**snapshot, spec);
     if (!pod) {
@@ -313,7 +322,7 @@ int run_proxy(const Options& o) {
     return kExitRuntime;
   }
   ProxyApp app(o, std::move(*snapshot), std::move(*ca), *deadline);
-  return app.run(pods);
+  return app.run(std::move(pods));
 }
 
 }  // namespace meshnode::app

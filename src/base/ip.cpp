@@ -108,7 +108,7 @@ Result<SocketAddr> SocketAddr::parse(std::string_view text) {
   }
   auto ip = IpAddr::parse(host);
   if (!ip) return std::unexpected(ip.error());
-  if (!text.empty() && text.front() == '[' && ip->is_v4()) {
+  if (!text.empty() && text.front() == '[' && host.find(':') == std::string_view::npos) {
     return fail(Errc::kInvalidArgument, "IPv4 socket address in brackets: '" + std::string(text) + "'");
   }
   if (!text.empty() && text.front() != '[' && !ip->is_v4()) {

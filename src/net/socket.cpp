@@ -1,5 +1,6 @@
 #include "net/socket.hpp"
 
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -112,6 +113,35 @@ Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr&
     return fd;
   };
   return create_in(netns, make);
+}
+
+Result<std::vector<base::IpAddr>> interface_addresses(const base::Netns& netns) {
+  std::vector<base::IpAddr> out;
+  int err = 0;
+  auto entered = netns.run_in([&] {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+      err = errno;
+      return;
+    }
+    for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+      if (it->ifa_addr == nullptr) continue;
+      auto family = it->ifa_addr->sa_family;
+      if (family != AF_INET && family != AF_INET6) continue;
+      sockaddr_storage ss{};
+      std::memcpy(&ss, it->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+      auto addr = from_sockaddr(ss);
+      if (!addr || addr->ip.is_loopback()) continue;
+      auto bytes = addr->ip.bytes();
+      bool link_local_v6 = !addr->ip.is_v4() && static_cast<unsigned char>(bytes[0]) == 0xfe &&
+                           (static_cast<unsigned char>(bytes[1]) & 0xc0) == 0x80;
+      if (!link_local_v6) out.push_back(addr->ip);
+    }
+    ::freeifaddrs(list);
+  });
+  if (!entered) return std::unexpected(entered.error());
+  if (err != 0) return base::fail_errno("getifaddrs in netns " + netns.description(), err);
+  return out;
 }
 
 Result<SocketAddr> original_dst(int fd) {

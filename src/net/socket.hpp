@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "base/error.hpp"
 #include "base/ip.hpp"
@@ -41,6 +42,11 @@ struct ListenOptions {
 /// getsockname()/getpeername() as SocketAddr (IPv4-mapped IPv6 normalised to IPv4).
 [[nodiscard]] base::Result<base::SocketAddr> local_addr(int fd);
 [[nodiscard]] base::Result<base::SocketAddr> peer_addr(int fd);
+
+/// The unicast addresses configured inside `netns` (loopback and IPv6 link-local excluded), in
+/// interface order: how the proxy learns a pod's IPs when the control plane has not told it.
+/// Errc::kIo when the namespace cannot be entered or listed.
+[[nodiscard]] base::Result<std::vector<base::IpAddr>> interface_addresses(const base::Netns& netns);
 
 /// Converts between SocketAddr and sockaddr_storage. `to_sockaddr` returns the length to pass to
 /// bind/connect.

@@ -1,0 +1,194 @@
+// Blocking HTTP/1.1 over AF_UNIX for the CNI plugin events. The request head is parsed with the
+// admin server's parser (pure functions); the admin HttpServer itself only listens on TCP.
+#include "agent/event_server.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <filesystem>
+#include <thread>
+
+#include "admin/http_message.hpp"
+#include "base/unique_fd.hpp"
+
+namespace meshnode::agent {
+namespace {
+
+using base::Errc;
+using base::fail;
+using base::Result;
+using base::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+Result<UniqueFd> listen_unix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return fail(Errc::kInvalidArgument, "socket path too long: " + path);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(Errc::kIo, "mkdir " + dir.string(), ec);
+    ::chmod(dir.c_str(), 0750);
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return base::fail_errno("unlink " + path, errno);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return base::fail_errno("socket", errno);
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return base::fail_errno("bind " + path, errno);
+  if (::chmod(path.c_str(), 0666) != 0) return base::fail_errno("chmod " + path, errno);
+  if (::listen(fd.get(), 64) != 0) return base::fail_errno("listen " + path, errno);
+  return fd;
+}
+
+// Waits for `events` on `fd` until `deadline`; false on timeout or error.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
+
+EventResponse error_response(int status, std::string_view why) {
+  return {status, "{\"error\":\"" + std::string(why) + "\"}\n", "application/json"};
+}
+
+struct ReadOutcome {
+  std::optional<EventRequest> request;
+  std::optional<EventResponse> error;  // set when the request was unusable; nullopt + no request → just close
+};
+
+}  // namespace
+
+struct EventServer::Impl {
+  std::string path;
+  EventHandler handler;
+  EventServerLimits limits;
+  UniqueFd listener, wake_read, wake_write;
+  std::thread thread;
+  std::atomic<bool> stopped{false};
+
+  void run();
+  void serve(UniqueFd conn);
+  ReadOutcome read_request(int fd, Clock::time_point deadline);
+  void write_response(int fd, const EventResponse& response, Clock::time_point deadline);
+};
+
+void EventServer::Impl::run() {
+  while (!stopped.load()) {
+    pollfd fds[2] = {{wake_read.get(), POLLIN, 0}, {listener.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents == 0) continue;
+    UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (conn) serve(std::move(conn));
+  }
+}
+
+ReadOutcome EventServer::Impl::read_request(int fd, Clock::time_point deadline) {
+  std::string buffer;
+  admin::HeadParse parsed;
+  char chunk[4096];
+  while (true) {
+    parsed = admin::parse_request_head(buffer);
+    if (parsed.status == admin::HeadStatus::kComplete) break;
+    if (parsed.status == admin::HeadStatus::kBad) return {std::nullopt, error_response(400, "malformed request")};
+    if (parsed.status == admin::HeadStatus::kTooLarge || buffer.size() > limits.max_head_bytes) {
+      return {std::nullopt, error_response(431, "request head too large")};
+    }
+    if (!wait_for(fd, POLLIN, deadline)) return {};
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) return {};
+    if (n > 0) buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+  const admin::ParsedHead& head = parsed.head;
+  if (head.has_transfer_encoding) return {std::nullopt, error_response(501, "transfer-encoding not supported")};
+  if (head.content_length > limits.max_body_bytes) return {std::nullopt, error_response(413, "body too large")};
+  EventRequest request{head.request.method, head.request.path, buffer.substr(head.head_bytes)};
+  while (request.body.size() < head.content_length) {
+    if (!wait_for(fd, POLLIN, deadline)) return {};
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) return {};
+    if (n > 0) request.body.append(chunk, static_cast<std::size_t>(n));
+  }
+  request.body.resize(head.content_length);
+  return {std::move(request), std::nullopt};
+}
+
+void EventServer::Impl::write_response(int fd, const EventResponse& response, Clock::time_point deadline) {
+  admin::HttpResponse http;
+  http.status = response.status;
+  http.content_type = response.content_type;
+  http.body = response.body;
+  const std::string bytes = admin::serialize_response(http, /*keep_alive=*/false, /*head_only=*/false);
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    if (!wait_for(fd, POLLOUT, deadline)) return;
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return;
+    if (n > 0) sent += static_cast<std::size_t>(n);
+  }
+}
+
+void EventServer::Impl::serve(UniqueFd conn) {
+  auto outcome = read_request(conn.get(), Clock::now() + limits.io_timeout);
+  EventResponse response;
+  if (outcome.error) {
+    response = *outcome.error;
+  } else if (!outcome.request) {
+    spdlog::debug("plugin event: connection closed or timed out before a full request");
+    return;
+  } else {
+    try {
+      response = handler(*outcome.request);
+    } catch (const std::exception& e) {
+      response = error_response(500, "internal error");
+      spdlog::error("plugin event: handler threw: {}", e.what());
+    }
+  }
+  write_response(conn.get(), response, Clock::now() + limits.io_timeout);
+}
+
+EventServer::EventServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EventServer::~EventServer() { stop(); }
+
+Result<std::unique_ptr<EventServer>> EventServer::start(std::string path, EventHandler handler, EventServerLimits limits) {
+  auto impl = std::make_unique<Impl>();
+  auto listener = listen_unix(path);
+  if (!listener) return std::unexpected(listener.error());
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC) != 0) return base::fail_errno("pipe2", errno);
+  impl->wake_read.reset(wake[0]);
+  impl->wake_write.reset(wake[1]);
+  impl->listener = std::move(*listener);
+  impl->path = std::move(path);
+  impl->handler = std::move(handler);
+  impl->limits = limits;
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->run(); });
+  spdlog::info("plugin event server: listening path={}", raw->path);
+  return std::unique_ptr<EventServer>(new EventServer(std::move(impl)));
+}
+
+void EventServer::stop() {
+  if (!impl_ || impl_->stopped.exchange(true)) return;
+  const char byte = 0;
+  (void)!::write(impl_->wake_write.get(), &byte, 1);
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->listener.reset();
+  ::unlink(impl_->path.c_str());
+}
+
+}  // namespace meshnode::agent

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/error.hpp"
+
+namespace asio {
+class io_context;
+}
+namespace meshnode::admin {
+class HttpServer;
+class MetricsRegistry;
+}  // namespace meshnode::admin
+
+namespace meshnode::agent {
+
+class Agent;
+
+/// The agent's HTTP ports (research §1.2): `/healthz` (always 200) and `/readyz` (200 while the
+/// event and ZDS servers are up, else 503) on the health port (8000), Prometheus `/metrics` on the
+/// monitoring port (15014). Both on `host`; port 0 = ephemeral.
+struct HealthServers {
+  std::unique_ptr<admin::HttpServer> health;
+  std::unique_ptr<admin::HttpServer> metrics;
+};
+
+/// Starts both servers on `io` (run by one thread). `agent` and `registry` must outlive them.
+/// Errc::kIo naming host:port when a bind fails.
+[[nodiscard]] base::Result<HealthServers> start_health_servers(asio::io_context& io, const Agent& agent,
+                                                               const admin::MetricsRegistry& registry,
+                                                               const std::string& host, std::uint16_t health_port,
+                                                               std::uint16_t metrics_port);
+
+}  // namespace meshnode::agent

@@ -1,0 +1,178 @@
+// The two redirection backends: nftables through libnftables (default) and iptables through
+// iptables-restore / ip6tables-restore child processes; both add the same policy routing.
+#include "agent/redirect.hpp"
+
+#include <nftables/libnftables.h>
+
+#include <memory>
+
+#include "agent/exec.hpp"
+#include "agent/policy_routing.hpp"
+
+namespace meshnode::agent {
+namespace {
+
+using base::Errc;
+using base::fail;
+using base::Result;
+
+template <auto Fn>
+struct Deleter {
+  template <class T>
+  void operator()(T* p) const {
+    Fn(p);
+  }
+};
+using NftCtxPtr = std::unique_ptr<nft_ctx, Deleter<&nft_ctx_free>>;
+
+struct NftRun {
+  int rc = 0;
+  std::string out;
+  std::string err;
+};
+
+// One nft_ctx per netns, created *inside* it: libnftables binds its netlink socket to the netns
+// current at nft_ctx_new() (env-probe §4). Call only from inside Netns::run_in.
+Result<NftRun> nft_run(const std::string& commands) {
+  NftCtxPtr ctx(nft_ctx_new(NFT_CTX_DEFAULT));
+  if (!ctx) return fail(Errc::kInternal, "nft_ctx_new failed");
+  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0) {
+    return fail(Errc::kInternal, "nft_ctx_buffer_output/error failed");
+  }
+  NftRun run;
+  run.rc = nft_run_cmd_from_buffer(ctx.get(), commands.c_str());
+  if (const char* out = nft_ctx_get_output_buffer(ctx.get())) run.out = out;
+  if (const char* err = nft_ctx_get_error_buffer(ctx.get())) run.err = err;
+  return run;
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+class NftRedirector final : public Redirector {
+ public:
+  explicit NftRedirector(RedirectConfig config) : config_(std::move(config)) {}
+
+  Result<void> apply(const base::Netns& netns) override {
+    return run_in_netns(netns, [&]() -> Result<void> {
+      auto loaded = nft_run(render_nft(config_));
+      if (!loaded) return std::unexpected(loaded.error());
+      // The nft batch is atomic: on failure nothing of it was committed.
+      if (loaded->rc != 0) return fail(Errc::kIo, "nft load in " + netns.description() + ": " + trimmed(loaded->err));
+      auto routed = add_policy_routing(config_);
+      if (!routed) {
+        (void)nft_run(render_nft_removal(config_));
+        (void)remove_policy_routing(config_);
+        return routed;
+      }
+      return {};
+    });
+  }
+
+  Result<void> remove(const base::Netns& netns) override {
+    return run_in_netns(netns, [&]() -> Result<void> {
+      auto listed = nft_run("list table inet " + config_.nft_table);
+      if (!listed) return std::unexpected(listed.error());
+      if (listed->rc == 0) {
+        auto deleted = nft_run(render_nft_removal(config_));
+        if (!deleted) return std::unexpected(deleted.error());
+        if (deleted->rc != 0) return fail(Errc::kIo, "nft delete table: " + trimmed(deleted->err));
+      }
+      return remove_policy_routing(config_);
+    });
+  }
+
+  Result<void> check(const base::Netns& netns) override {
+    return run_in_netns(netns, [&]() -> Result<void> {
+      auto listed = nft_run("list table inet " + config_.nft_table);
+      if (!listed) return std::unexpected(listed.error());
+      if (listed->rc != 0) return fail(Errc::kNotFound, "nft table inet " + config_.nft_table + " missing");
+      for (const std::string& chain : nft_chain_names()) {
+        if (listed->out.find("chain " + chain + " {") == std::string::npos) {
+          return fail(Errc::kNotFound, "nft chain " + chain + " missing");
+        }
+      }
+      return check_policy_routing(config_);
+    });
+  }
+
+ private:
+  RedirectConfig config_;
+};
+
+const char* restore_tool(Family f) { return f == Family::kV4 ? "iptables-restore" : "ip6tables-restore"; }
+const char* save_tool(Family f) { return f == Family::kV4 ? "iptables-save" : "ip6tables-save"; }
+
+class IptablesRedirector final : public Redirector {
+ public:
+  explicit IptablesRedirector(RedirectConfig config) : config_(std::move(config)) {}
+
+  Result<void> apply(const base::Netns& netns) override {
+    return run_in_netns(netns, [&]() -> Result<void> {
+      // Start from a clean slate so a second apply does not duplicate the jumps.
+      if (auto cleared = remove_here(); !cleared) return cleared;
+      for (Family family : {Family::kV4, Family::kV6}) {
+        auto restored = run_checked({restore_tool(family), "--noflush", "-w"}, render_iptables(config_, family));
+        if (!restored) {
+          (void)remove_here();
+          return std::unexpected(restored.error());
+        }
+      }
+      if (auto routed = add_policy_routing(config_); !routed) {
+        (void)remove_here();
+        return routed;
+      }
+      return {};
+    });
+  }
+
+  Result<void> remove(const base::Netns& netns) override {
+    return run_in_netns(netns, [&] { return remove_here(); });
+  }
+
+  Result<void> check(const base::Netns& netns) override {
+    return run_in_netns(netns, [&]() -> Result<void> {
+      for (Family family : {Family::kV4, Family::kV6}) {
+        auto saved = run_checked({save_tool(family)});
+        if (!saved) return std::unexpected(saved.error());
+        if (!iptables_rules_present(config_, family, saved->out)) {
+          return fail(Errc::kNotFound, std::string(save_tool(family)) + ": redirection rules missing or incomplete");
+        }
+      }
+      return check_policy_routing(config_);
+    });
+  }
+
+ private:
+  // Inside the netns: removes our jumps and chains as iptables-save shows them, then the routing.
+  Result<void> remove_here() {
+    for (Family family : {Family::kV4, Family::kV6}) {
+      auto saved = run_checked({save_tool(family)});
+      if (!saved) return std::unexpected(saved.error());
+      const std::string removal = render_iptables_removal(config_, saved->out);
+      if (removal.empty()) continue;
+      auto removed = run_checked({restore_tool(family), "--noflush", "-w"}, removal);
+      if (!removed) return std::unexpected(removed.error());
+    }
+    return remove_policy_routing(config_);
+  }
+
+  RedirectConfig config_;
+};
+
+}  // namespace
+
+base::Result<RedirectBackend> parse_backend(std::string_view text) {
+  if (text == "nftables") return RedirectBackend::kNftables;
+  if (text == "iptables") return RedirectBackend::kIptables;
+  return fail(Errc::kInvalidArgument, "redirect backend must be nftables or iptables, got '" + std::string(text) + "'");
+}
+
+std::unique_ptr<Redirector> make_redirector(RedirectBackend backend, RedirectConfig config) {
+  if (backend == RedirectBackend::kIptables) return std::make_unique<IptablesRedirector>(std::move(config));
+  return std::make_unique<NftRedirector>(std::move(config));
+}
+
+}  // namespace meshnode::agent

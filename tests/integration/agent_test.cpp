@@ -1,0 +1,485 @@
+// meshnode-agent against real network namespaces: nft and iptables rules as the kernel lists them,
+// plugin events over the Unix socket, and a tiny ZDS client standing in for meshnode-proxy.
+// Needs root; skips visibly otherwise (fails with CI=true).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "admin/metrics.hpp"
+#include "agent/agent.hpp"
+#include "agent/exec.hpp"
+#include "agent/redirect.hpp"
+#include "nodeapi/zds.hpp"
+
+namespace meshnode::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string random_hex6() {
+  std::random_device rd;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%06x", rd() & 0xffffff);
+  return buf;
+}
+
+std::string sh(const std::vector<std::string>& argv) {
+  auto out = run_program(argv);
+  return out ? out->out + out->err : "exec failed: " + out.error().message();
+}
+
+// A netns named mn-<6hex>-agent-<suffix> with lo up, removed in the destructor.
+class TestNetns {
+ public:
+  explicit TestNetns(const std::string& suffix) : name_("mn-" + random_hex6() + "-agent-" + suffix) {
+    ok_ = run_checked({"ip", "netns", "add", name_}).has_value() &&
+          run_checked({"ip", "-n", name_, "link", "set", "lo", "up"}).has_value();
+  }
+  ~TestNetns() { (void)run_program({"ip", "netns", "del", name_}); }
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] std::string path() const { return "/var/run/netns/" + name_; }
+  [[nodiscard]] base::Netns open() const { return *base::Netns::open(path()); }
+  [[nodiscard]] std::string nft(bool handles = false) const {
+    if (handles) return sh({"ip", "netns", "exec", name_, "nft", "-a", "list", "ruleset"});
+    return sh({"ip", "netns", "exec", name_, "nft", "list", "ruleset"});
+  }
+  [[nodiscard]] std::string ip_rules() const { return sh({"ip", "-n", name_, "rule", "show"}); }
+  [[nodiscard]] std::string iptables_save() const {
+    return sh({"ip", "netns", "exec", name_, "iptables-save"}) + sh({"ip", "netns", "exec", name_, "ip6tables-save"});
+  }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+};
+
+// Root check shared by every test: skip when unprivileged, fail when CI=true.
+class AgentIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() == 0) return;
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string_view(ci) == "true") FAIL() << "agent integration tests need root (CI=true)";
+    GTEST_SKIP() << "agent integration tests need root";
+  }
+};
+
+// ---- redirection backends ----------------------------------------------------------------------
+
+TEST_F(AgentIntegration, NftApplyIsIdempotentAndRemovalLeavesNothing) {
+  TestNetns pod("nft");
+  ASSERT_TRUE(pod.ok());
+  auto redirector = make_redirector(RedirectBackend::kNftables, RedirectConfig{});
+  const base::Netns netns = pod.open();
+  EXPECT_FALSE(redirector->check(netns));
+  ASSERT_TRUE(redirector->apply(netns));
+  const std::string first = pod.nft();
+  EXPECT_NE(first.find("table inet meshnode {"), std::string::npos) << first;
+  EXPECT_NE(first.find("meta l4proto tcp counter packets 0 bytes 0 redirect to :15001"), std::string::npos) << first;
+  EXPECT_NE(first.find("meta l4proto tcp counter packets 0 bytes 0 redirect to :15006"), std::string::npos) << first;
+  EXPECT_NE(first.find("ip saddr 169.254.7.127 counter packets 0 bytes 0 accept"), std::string::npos) << first;
+  EXPECT_NE(pod.ip_rules().find("32764:\tfrom all fwmark 0x111/0xfff lookup 100"), std::string::npos);
+  EXPECT_NE(sh({"ip", "-n", pod.name(), "route", "show", "table", "100"}).find("local default dev lo"), std::string::npos);
+  EXPECT_TRUE(redirector->check(netns));
+  ASSERT_TRUE(redirector->apply(netns));
+  EXPECT_EQ(pod.nft(), first);
+  EXPECT_EQ(pod.ip_rules(), sh({"ip", "-n", pod.name(), "rule", "show"}));
+  ASSERT_TRUE(redirector->remove(netns));
+  EXPECT_EQ(pod.nft(), "");
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos) << pod.ip_rules();
+  EXPECT_EQ(sh({"ip", "-n", pod.name(), "route", "show", "table", "100"}), "");
+  EXPECT_EQ(redirector->check(netns).error().code, base::Errc::kNotFound);
+  EXPECT_TRUE(redirector->remove(netns)) << "removing twice is fine";
+  // Nothing landed in the test process's own netns (one nft_ctx per netns, created inside it).
+  EXPECT_EQ(sh({"nft", "list", "table", "inet", "meshnode"}).find("chain"), std::string::npos);
+}
+
+TEST_F(AgentIntegration, NftFailedLoadLeavesNothing) {
+  TestNetns pod("nftbad");
+  ASSERT_TRUE(pod.ok());
+  RedirectConfig broken;
+  broken.probe_snat_v6 = "not-an-address";
+  auto applied = make_redirector(RedirectBackend::kNftables, broken)->apply(pod.open());
+  ASSERT_FALSE(applied);
+  EXPECT_NE(applied.error().context.find("nft load"), std::string::npos) << applied.error().message();
+  EXPECT_EQ(pod.nft(), "");
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+}
+
+TEST_F(AgentIntegration, IptablesApplyIsIdempotentAndRemovalLeavesNothing) {
+  TestNetns pod("ipt");
+  ASSERT_TRUE(pod.ok());
+  auto redirector = make_redirector(RedirectBackend::kIptables, RedirectConfig{});
+  const base::Netns netns = pod.open();
+  ASSERT_TRUE(redirector->apply(netns));
+  auto ours = [&] {
+    std::string lines;
+    std::istringstream in(pod.iptables_save());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("MESHNODE") != std::string::npos) lines += line + "\n";
+    }
+    return lines;
+  };
+  const std::string first = ours();
+  EXPECT_NE(first.find("-A MESHNODE_OUTPUT ! -d 127.0.0.1/32 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT "
+                       "--to-ports 15001"), std::string::npos) << first;
+  EXPECT_NE(first.find("-A MESHNODE_PRERT -s fd16:9254:7127:1337:ffff:ffff:ffff:ffff/128 -p tcp -j ACCEPT"),
+            std::string::npos) << first;
+  EXPECT_TRUE(redirector->check(netns));
+  ASSERT_TRUE(redirector->apply(netns));
+  EXPECT_EQ(ours(), first);
+  ASSERT_TRUE(redirector->remove(netns));
+  EXPECT_EQ(ours(), "");
+  EXPECT_EQ(pod.iptables_save().find("-A "), std::string::npos) << pod.iptables_save();
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+}
+
+TEST_F(AgentIntegration, IptablesFailureHalfWayRollsBack) {
+  TestNetns pod("iptbad");
+  ASSERT_TRUE(pod.ok());
+  RedirectConfig broken;  // v4 loads, then ip6tables-restore rejects the address
+  broken.probe_snat_v6 = "not-an-address";
+  ASSERT_FALSE(make_redirector(RedirectBackend::kIptables, broken)->apply(pod.open()));
+  EXPECT_EQ(pod.iptables_save().find("MESHNODE"), std::string::npos) << pod.iptables_save();
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+}
+
+// ---- agent: plugin events and a ZDS client --------------------------------------------------------
+
+// A minimal meshnode-proxy stand-in speaking the proxy side of ZDS: connects, says hello, acks every
+// request (optionally holding each Add's ack until `release_ack`), and records what it received.
+class FakeProxy {
+ public:
+  struct Received {
+    std::string kind;  // "add", "keep", "del", "snapshot_sent"
+    std::string uid;
+    ino_t netns_ino = 0;
+  };
+
+  explicit FakeProxy(std::string path, bool hold_add_acks = false) : hold_(hold_add_acks) {
+    for (auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {
+      auto fd = nodeapi::connect_seqpacket(path);
+      if (fd) {
+        fd_ = std::move(*fd);
+        break;
+      }
+      std::this_thread::sleep_for(10ms);  // the agent's listener is not up yet: poll for it
+    }
+    if (!fd_ || !nodeapi::send_hello(fd_.get())) return;
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~FakeProxy() { close(); }
+
+  [[nodiscard]] bool connected() const { return fd_.valid(); }
+
+  // Waits until `count` messages arrived; returns a copy of them.
+  std::vector<Received> wait_for(std::size_t count, std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, timeout, [&] { return received_.size() >= count; });
+    return received_;
+  }
+  void release_ack() {
+    std::lock_guard lock(mutex_);
+    ++released_;
+    cv_.notify_all();
+  }
+  void close() {
+    if (!thread_.joinable()) return;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+    fd_.reset();
+  }
+
+ private:
+  void loop() {
+    std::size_t adds = 0;
+    while (true) {
+      auto request = nodeapi::recv_request(fd_.get());
+      if (!request) return;
+      Received r;
+      const auto& m = request->message;
+      if (m.has_add()) r = {"add", m.add().uid(), 0};
+      if (m.has_keep()) r = {"keep", m.keep().uid(), 0};
+      if (m.has_del()) r = {"del", m.del().uid(), 0};
+      if (m.has_snapshot_sent()) r = {"snapshot_sent", "", 0};
+      struct stat st {};
+      if (request->netns && ::fstat(request->netns.get(), &st) == 0) r.netns_ino = st.st_ino;
+      std::unique_lock lock(mutex_);
+      received_.push_back(r);
+      cv_.notify_all();
+      if (r.kind == "add" && hold_) {
+        ++adds;
+        cv_.wait(lock, [&] { return released_ >= adds || closing_; });
+      }
+      lock.unlock();
+      if (!nodeapi::send_ack(fd_.get(), "")) return;
+    }
+  }
+
+  bool hold_;
+  base::UniqueFd fd_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Received> received_;
+  std::size_t released_ = 0;
+  bool closing_ = false;
+};
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+// One POST over the agent's Unix socket; the agent closes after each response.
+class HttpCall {
+ public:
+  HttpCall(const std::string& socket_path, const std::string& path, const std::string& body) {
+    fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return;
+    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: unix\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    (void)!::send(fd_.get(), request.data(), request.size(), MSG_NOSIGNAL);
+  }
+  // True when response bytes are already waiting (the agent answered).
+  [[nodiscard]] bool answered() const {
+    pollfd p{fd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  HttpResult result() {
+    std::string raw;
+    char buf[4096];
+    pollfd p{fd_.get(), POLLIN, 0};
+    while (::poll(&p, 1, 10000) > 0) {
+      const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      if (n <= 0) break;
+      raw.append(buf, static_cast<std::size_t>(n));
+    }
+    HttpResult r;
+    if (raw.starts_with("HTTP/1.1 ")) r.status = std::stoi(raw.substr(9, 3));
+    if (auto pos = raw.find("\r\n\r\n"); pos != std::string::npos) r.body = raw.substr(pos + 4);
+    return r;
+  }
+
+ private:
+  base::UniqueFd fd_;
+};
+
+HttpResult post(const std::string& socket, const std::string& path, const std::string& body) {
+  return HttpCall(socket, path, body).result();
+}
+
+class AgentEvents : public AgentIntegration {
+ protected:
+  void SetUp() override {
+    AgentIntegration::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    dir_ = std::filesystem::temp_directory_path() / ("mn-" + random_hex6() + "-agent");
+    std::filesystem::create_directories(dir_);
+    options_.plugin_socket = (dir_ / "cni" / "pluginevent.sock").string();
+    options_.zds_socket = (dir_ / "ztunnel.sock").string();
+    options_.run_dir = (dir_ / "run").string();
+    options_.policy.enroll_namespaces = {"shop"};
+    options_.ack_timeout = 3s;
+  }
+  void TearDown() override {
+    agent_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  void start_agent() {
+    agent_.reset();
+    auto agent = Agent::start(options_, metrics_);
+    ASSERT_TRUE(agent) << agent.error().message();
+    agent_ = std::move(*agent);
+  }
+  std::string add_body(const TestNetns& pod, const std::string& ns = "shop") const {
+    return R"({"Netns":")" + pod.path() + R"(","PodName":"web-1","PodNamespace":")" + ns +
+           R"(","PodUID":"uid-)" + pod.name() +
+           R"(","IPs":[{"Interface":0,"Address":{"IP":"10.9.0.7","Mask":"////AA=="},"Gateway":"10.9.0.1"}]})";
+  }
+  std::string uid(const TestNetns& pod) const { return "uid-" + pod.name(); }
+
+  std::filesystem::path dir_;
+  AgentOptions options_;
+  admin::MetricsRegistry metrics_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentEvents, AddAnswersOnlyAfterTheProxyAckedAndPassesTheNetns) {
+  TestNetns pod("pod");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  FakeProxy proxy(options_.zds_socket, /*hold_add_acks=*/true);
+  ASSERT_TRUE(proxy.connected());
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);  // the (empty) snapshot: SnapshotSent
+
+  HttpCall call(options_.plugin_socket, "/cmdadd", add_body(pod));
+  auto got = proxy.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].kind, "add");
+  EXPECT_EQ(got[1].uid, uid(pod));
+  struct stat st {};
+  ASSERT_EQ(::stat(pod.path().c_str(), &st), 0);
+  EXPECT_EQ(got[1].netns_ino, st.st_ino);
+  // The Add is out and not yet acked: the agent has not answered, and the rules are already there.
+  EXPECT_FALSE(call.answered());
+  EXPECT_NE(pod.nft().find("table inet meshnode"), std::string::npos);
+  proxy.release_ack();
+  const HttpResult result = call.result();
+  EXPECT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.body, "{\"enrolled\":true}\n");
+  EXPECT_EQ(agent_->enrolled_pods(), 1u);
+
+  const HttpResult check = post(options_.plugin_socket, "/cmdcheck", add_body(pod));
+  EXPECT_EQ(check.status, 200) << check.body;
+  const std::string metrics = metrics_.render();
+  EXPECT_NE(metrics.find("istio_cni_plugin_requests_total{event=\"cmdadd\",response_code=\"200\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("meshnode_agent_enrolled_pods 1"), std::string::npos);
+  EXPECT_NE(metrics.find("ztunnel_connected 1"), std::string::npos);
+}
+
+TEST_F(AgentEvents, AddWithoutProxyFailsClosed) {
+  TestNetns pod("noproxy");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  const HttpResult result = post(options_.plugin_socket, "/cmdadd", add_body(pod));
+  EXPECT_EQ(result.status, 500);
+  EXPECT_NE(result.body.find("no ztunnel connection"), std::string::npos) << result.body;
+  EXPECT_EQ(pod.nft(), "");
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+  EXPECT_EQ(agent_->enrolled_pods(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(options_.run_dir) / "pods"));
+  EXPECT_EQ(post(options_.plugin_socket, "/cmdcheck", add_body(pod)).status, 500);
+}
+
+TEST_F(AgentEvents, NotEnrolledAndBadBodies) {
+  TestNetns pod("other");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  const HttpResult other = post(options_.plugin_socket, "/cmdadd", add_body(pod, "kube-system"));
+  EXPECT_EQ(other.status, 200);
+  EXPECT_NE(other.body.find("\"enrolled\":false"), std::string::npos) << other.body;
+  EXPECT_EQ(pod.nft(), "");
+  const HttpResult bad = post(options_.plugin_socket, "/cmdadd", R"({"PodName":"p","PodNamespace":"shop"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("Netns"), std::string::npos) << bad.body;
+  EXPECT_EQ(post(options_.plugin_socket, "/nope", "{}").status, 404);
+  EXPECT_EQ(post(options_.plugin_socket, "/cmdcheck", add_body(pod, "kube-system")).status, 200);
+}
+
+TEST_F(AgentEvents, DelRemovesRulesAndTellsEveryProxy) {
+  TestNetns pod("del");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  FakeProxy old_proxy(options_.zds_socket);
+  ASSERT_EQ(old_proxy.wait_for(1).size(), 1u);
+  FakeProxy new_proxy(options_.zds_socket);
+  ASSERT_EQ(new_proxy.wait_for(1).size(), 1u);
+  ASSERT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 200);
+  // Add goes to the newest proxy only.
+  EXPECT_EQ(new_proxy.wait_for(2).back().kind, "add");
+  EXPECT_EQ(old_proxy.wait_for(1, 0ms).size(), 1u);
+
+  const HttpResult del = post(options_.plugin_socket, "/cmddel", add_body(pod));
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(pod.nft(), "");
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+  EXPECT_EQ(new_proxy.wait_for(3).back().kind, "del");
+  auto old_got = old_proxy.wait_for(2);
+  ASSERT_EQ(old_got.size(), 2u);
+  EXPECT_EQ(old_got[1].kind, "del");
+  EXPECT_EQ(old_got[1].uid, uid(pod));
+  EXPECT_EQ(agent_->enrolled_pods(), 0u);
+  EXPECT_EQ(post(options_.plugin_socket, "/cmddel", add_body(pod)).status, 200) << "DEL is idempotent";
+}
+
+TEST_F(AgentEvents, RestartReplaysPodsWithoutTouchingTheirRules) {
+  TestNetns pod("restart");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  {
+    FakeProxy proxy(options_.zds_socket);
+    ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+    ASSERT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 200);
+  }
+  const std::string rules_with_handles = pod.nft(/*handles=*/true);
+  agent_.reset();  // the agent goes away; the pod keeps its rules
+
+  start_agent();
+  EXPECT_EQ(agent_->enrolled_pods(), 1u);
+  EXPECT_EQ(pod.nft(/*handles=*/true), rules_with_handles) << "rules were re-applied on restart";
+  FakeProxy proxy(options_.zds_socket);
+  auto got = proxy.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].kind, "add");
+  EXPECT_EQ(got[0].uid, uid(pod));
+  struct stat st {};
+  ASSERT_EQ(::stat(pod.path().c_str(), &st), 0);
+  EXPECT_EQ(got[0].netns_ino, st.st_ino);
+  EXPECT_EQ(got[1].kind, "snapshot_sent");
+  EXPECT_EQ(post(options_.plugin_socket, "/cmdcheck", add_body(pod)).status, 200);
+
+  // Rules lost while the agent was down are re-applied at the next start.
+  agent_.reset();
+  ASSERT_TRUE(run_checked({"ip", "netns", "exec", pod.name(), "nft", "delete", "table", "inet", "meshnode"}));
+  start_agent();
+  EXPECT_NE(pod.nft().find("table inet meshnode"), std::string::npos);
+}
+
+TEST_F(AgentEvents, SnapshotKeepsPodsWhoseNetnsIsGone) {
+  start_agent();
+  {
+    TestNetns pod("gone");
+    ASSERT_TRUE(pod.ok());
+    FakeProxy proxy(options_.zds_socket);
+    ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+    ASSERT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 200);
+    agent_.reset();
+  }  // netns deleted while the agent is down
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  auto got = proxy.wait_for(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].kind, "keep");
+  EXPECT_EQ(got[1].kind, "snapshot_sent");
+}
+
+TEST_F(AgentEvents, DeadProxyIsDetected) {
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+  EXPECT_EQ(agent_->proxy_connections(), 1u);
+  proxy.close();
+  for (auto deadline = Clock::now() + 5s; Clock::now() < deadline && agent_->proxy_connections() != 0;) {
+    std::this_thread::sleep_for(5ms);  // waiting on the agent's own thread; no event to block on
+  }
+  EXPECT_EQ(agent_->proxy_connections(), 0u);
+  EXPECT_NE(metrics_.render().find("ztunnel_connected 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshnode::agent

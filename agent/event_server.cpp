@@ -34,9 +34,11 @@ Result<UniqueFd> listen_unix(const std::string& path) {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty()) {
-    std::filesystem::create_directories(dir, ec);
+    // 0750 only on a directory we create: a socket placed in a shared directory (/tmp) must not
+    // change that directory's mode.
+    const bool created = std::filesystem::create_directories(dir, ec);
     if (ec) return fail(Errc::kIo, "mkdir " + dir.string(), ec);
-    ::chmod(dir.c_str(), 0750);
+    if (created) ::chmod(dir.c_str(), 0750);
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return base::fail_errno("unlink " + path, errno);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));

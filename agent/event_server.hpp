@@ -34,8 +34,8 @@ struct EventServerLimits {
 };
 
 /// A small blocking HTTP/1.1 server on an AF_UNIX stream socket for the CNI plugin's events
-/// (research §1.3, §2.5): the socket file is created with mode 0666 in a directory made 0750,
-/// replacing a stale file. One request per connection (`Connection: close`), connections served
+/// (research §1.3, §2.5): the socket file is created with mode 0666 (a stale file is replaced) in
+/// its directory, which is created with mode 0750 when missing. One request per connection (`Connection: close`), connections served
 /// one at a time on an internal thread, so events are handled strictly in arrival order.
 /// Garbage → 400, oversized head → 431, oversized body → 413, Transfer-Encoding → 501, slow client
 /// → connection closed after `io_timeout`.

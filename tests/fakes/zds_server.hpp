@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
@@ -68,6 +69,11 @@ class ZdsServer {
 
   /// Closes the current client connection (the proxy sees EOF).
   void close_client();
+
+  /// Hands the current client connection to the caller, still open, so that the next
+  /// accept_client() does not close it: a real agent keeps one connection per proxy, e.g. while a
+  /// second proxy for the same node starts (restart hand-off). The server forgets it.
+  [[nodiscard]] base::UniqueFd release_client() noexcept { return std::move(client_); }
 
   [[nodiscard]] bool has_client() const noexcept { return client_.valid(); }
   [[nodiscard]] const std::string& path() const noexcept { return path_; }

@@ -11,6 +11,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libnftables-dev
   # tests and demo: real peers and real network plumbing
   iproute2 nftables iptables curl socat python3 openssl iperf3 procps
+  containernetworking-plugins
 )
 
 missing=()

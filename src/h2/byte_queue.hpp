@@ -3,56 +3,83 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace meshnode::h2 {
 
-/// A FIFO of bytes in one contiguous buffer that grows with traffic and gives its memory back
-/// when drained (idle connections must stay small). Not thread-safe.
+/// A FIFO of bytes kept in fixed 16 KiB blocks: appending and consuming never move queued
+/// bytes (a contiguous buffer would memmove megabytes per read at a 4 MiB stream window), memory
+/// grows with the queued amount and is released as it drains, so idle streams hold nothing.
+/// `front()` is the contiguous run at the head (at most one block). Not thread-safe.
 class ByteQueue {
  public:
-  /// Capacity kept when the queue drains empty; larger buffers are released.
-  static constexpr std::size_t kKeepWhenEmpty = 16 * 1024;
+  static constexpr std::size_t kBlockSize = 16 * 1024;
 
-  [[nodiscard]] std::size_t size() const noexcept { return buf_.size() - head_; }
-  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
-  [[nodiscard]] std::span<const std::byte> front() const noexcept { return {buf_.data() + head_, size()}; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+  /// The contiguous bytes at the head: 0..kBlockSize of them, all of them when size() ≤ that.
+  [[nodiscard]] std::span<const std::byte> front() const noexcept {
+    if (blocks_.empty()) return {};
+    const Block& b = blocks_.front();
+    return {b.data.get() + b.begin, b.end - b.begin};
+  }
 
   void append(std::span<const std::byte> data) {
-    if (head_ > 0 && head_ >= buf_.size() / 2) compact();
-    buf_.insert(buf_.end(), data.begin(), data.end());
+    while (!data.empty()) {
+      if (blocks_.empty() || blocks_.back().end == kBlockSize) {
+        blocks_.push_back(Block{std::make_unique_for_overwrite<std::byte[]>(kBlockSize), 0, 0});
+      }
+      Block& b = blocks_.back();
+      std::size_t n = std::min(kBlockSize - b.end, data.size());
+      std::memcpy(b.data.get() + b.end, data.data(), n);
+      b.end += n;
+      size_ += n;
+      data = data.subspan(n);
+    }
   }
 
   /// Copies up to out.size() bytes out and consumes them; returns the count.
   std::size_t read(std::span<std::byte> out) noexcept {
-    std::size_t n = std::min(out.size(), size());
-    // memcpy with a null pointer is undefined even for 0 bytes (an empty queue has no buffer).
-    if (n == 0) return 0;
-    std::memcpy(out.data(), buf_.data() + head_, n);
-    consume(n);
-    return n;
+    std::size_t total = 0;
+    while (total < out.size() && !empty()) {
+      auto head = front();
+      std::size_t n = std::min(head.size(), out.size() - total);
+      std::memcpy(out.data() + total, head.data(), n);
+      consume(n);
+      total += n;
+    }
+    return total;
   }
 
+  /// Drops `n` bytes from the head (n ≤ size()).
   void consume(std::size_t n) noexcept {
-    head_ += n;
-    if (head_ == buf_.size()) clear();
+    size_ -= n;
+    while (n > 0) {
+      Block& b = blocks_.front();
+      std::size_t k = std::min(n, b.end - b.begin);
+      b.begin += k;
+      n -= k;
+      if (b.begin == b.end) blocks_.erase(blocks_.begin());
+    }
+    if (blocks_.empty()) std::vector<Block>().swap(blocks_);
   }
 
   void clear() noexcept {
-    head_ = 0;
-    buf_.clear();
-    if (buf_.capacity() > kKeepWhenEmpty) std::vector<std::byte>().swap(buf_);
+    std::vector<Block>().swap(blocks_);
+    size_ = 0;
   }
 
  private:
-  void compact() {
-    buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
-  }
-
-  std::vector<std::byte> buf_;
-  std::size_t head_ = 0;
+  struct Block {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t begin = 0;
+    std::size_t end = 0;
+  };
+  std::vector<Block> blocks_;
+  std::size_t size_ = 0;
 };
 
 }  // namespace meshnode::h2

@@ -372,7 +372,8 @@ ssize_t Session::read_data(nghttp2_session* ng, std::int32_t stream_id, std::uin
   // The stream's user data, not source->ptr: a client stream only exists after submit_request.
   auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, stream_id));
   if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;
-  std::size_t n = std::min(length, stream->send_.size());
+  // One frame never spans two queue blocks: its payload is copied from one contiguous run.
+  std::size_t n = std::min(length, stream->send_.front().size());
   if (n == 0) {
     if (stream->send_eof_) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -394,7 +395,7 @@ int Session::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const std::
   // A frame sized by read_data can come back here after WOULDBLOCK, and reset() may have emptied
   // the queue in between: drop the frame (the stream is being reset anyway) instead of reading
   // bytes that are gone.
-  if (stream->reset_ || stream->send_.size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (stream->reset_ || stream->send_.front().size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   const auto* hd = reinterpret_cast<const std::byte*>(framehd);
   s->out_.insert(s->out_.end(), hd, hd + 9);

@@ -122,7 +122,11 @@ bool Cluster::bring_up(const ClusterOptions& options, std::string& error) {
 }
 
 void Cluster::write_config(int node, const ClusterOptions& options) const {
-  std::ofstream out(workdir_ + "/node" + std::to_string(node) + ".yaml");
+  std::ofstream out(config_path(node));
+  if (options.config_yaml) {
+    out << options.config_yaml(*this, node);
+    return;
+  }
   out << "workloads:\n";
   for (const auto& p : pods_) {
     const std::string sa = (p.name == "server" && node == 2) ? options.server_sa_on_node2 : p.service_account;
@@ -140,7 +144,7 @@ void Cluster::write_config(int node, const ClusterOptions& options) const {
 bool Cluster::start_proxy(int node, std::string& error) {
   const std::string n = std::to_string(node);
   std::vector<std::string> argv = {"ip", "netns", "exec", node_netns_.at(node), MESHNODE_PROXY_BIN,
-                                   "--config", workdir_ + "/node" + n + ".yaml", "--ca-dir", ca_dir(),
+                                   "--config", config_path(node), "--ca-dir", ca_dir(),
                                    "--log-level", "info"};
   for (const auto& p : pods_) {
     if (p.node == node) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,11 +27,17 @@ struct Pod {
   }
 };
 
+class Cluster;
+
 /// Variations of the demo topology a test suite can ask for.
 struct ClusterOptions {
   /// serviceAccount of the `server` workload in node 2's config (node 1's says "server").
   /// Anything else makes node 2's proxy present an identity node 1 does not expect.
   std::string server_sa_on_node2 = "server";
+  /// When set, node N's whole --config YAML is this function's result instead of the default one
+  /// (the pods' IPs are known by then: cluster.pod(name)). Pod uids must stay Pod::uid(), since the
+  /// proxies enroll the pods by them. Written at <workdir>/node<N>.yaml (Cluster::config_path).
+  std::function<std::string(const Cluster& cluster, int node)> config_yaml;
 };
 
 /// The demo topology (DESIGN §6) built by scripts/cluster.sh with a unique mn-<hex> prefix:
@@ -51,6 +58,10 @@ class Cluster {
   [[nodiscard]] const std::string& node_ip(int node) const { return node_ip_.at(node); }
   [[nodiscard]] const std::string& workdir() const { return workdir_; }
   [[nodiscard]] std::string ca_dir() const { return workdir_ + "/ca"; }
+  /// The --config file of node N's proxy (it reloads it when the file changes).
+  [[nodiscard]] std::string config_path(int node) const {
+    return workdir_ + "/node" + std::to_string(node) + ".yaml";
+  }
 
   /// Runs argv inside a pod's / node's netns, with a deadline.
   RunResult in_pod(std::string_view pod, const std::vector<std::string>& argv,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # meshnode's main job, end to end: two simulated nodes, four pods, one meshnode-proxy per node.
 # A pod on node 1 curls an HTTP server in a pod on node 2: the proxies carry it over HBONE (mutual
-# TLS with SPIFFE identities). It also curls a plain-TCP (non-mesh-protocol) pod on node 2. The
+# TLS with SPIFFE identities). It also curls a plain-TCP (non-mesh-protocol) pod on node 2, and a
+# second port of the server pod that an authorization policy (default/deny-admin-port) denies. The
 # script prints the response and the proxies' evidence (metrics, access logs), checks every fact,
 # exits 0 only if all hold, and always removes what it created.
 #
@@ -68,6 +69,7 @@ client2_ns=$(get MN_POD_1_1_NETNS) client2_ip=$(get MN_POD_1_1_IP)
 server_ns=$(get MN_POD_2_0_NETNS) server_ip=$(get MN_POD_2_0_IP)
 legacy_ns=$(get MN_POD_2_1_NETNS) legacy_ip=$(get MN_POD_2_1_IP)
 app_port=8080
+admin_port=8081 # denied by the Deny policy default/deny-admin-port
 td=cluster.local
 client_id="spiffe://$td/ns/default/sa/client"
 server_id="spiffe://$td/ns/default/sa/server"
@@ -89,13 +91,15 @@ workload() { # name sa ip protocol node [services-line]
   node: $5
 EOF
   [[ -z ${6:-} ]] || echo "  services: $6"
+  [[ -z ${7:-} ]] || echo "  authorizationPolicies: $7"
 }
 config="$work/meshnode.yaml"
 {
   echo "workloads:"
   workload client client "$client_ip" HBONE node1
   workload client2 client2 "$client2_ip" HBONE node1
-  workload server server "$server_ip" HBONE node2 "{\"default/server.default.svc.cluster.local\": {80: $app_port}}"
+  workload server server "$server_ip" HBONE node2 "{\"default/server.default.svc.cluster.local\": {80: $app_port}}" \
+    '["default/deny-admin-port"]'
   workload legacy legacy "$legacy_ip" TCP node2
   cat <<EOF
 services:
@@ -104,7 +108,12 @@ services:
   hostname: server.default.svc.cluster.local
   vips: ["/198.19.200.10"]
   ports: {80: $app_port}
-policies: []
+policies:
+- name: deny-admin-port
+  namespace: default
+  scope: WorkloadSelector
+  action: Deny
+  rules: [[[{destinationPorts: [$admin_port]}]]]
 EOF
 } >"$config"
 
@@ -137,18 +146,19 @@ start_proxy 1 "$client_ns" "$client2_ns"
 start_proxy 2 "$server_ns" "$legacy_ns"
 
 # ---------------------------------------------------------------------------------------- apps
-start_http_server() { # netns name
-  local dir="$work/www-$2"
+start_http_server() { # netns name [port]
+  local port=${3:-$app_port} dir="$work/www-$2-${3:-$app_port}"
   mkdir -p "$dir"
   echo "hello from the $2 pod (meshnode demo)" >"$dir/index.html"
-  ip netns exec "$1" python3 -m http.server "$app_port" --directory "$dir" >"$work/http-$2.log" 2>&1 &
+  ip netns exec "$1" python3 -m http.server "$port" --directory "$dir" >"$work/http-$2-$port.log" 2>&1 &
   server_pids+=($!)
-  wait_until 10 "python3 -m http.server listening in the $2 pod" \
-    bash -c "ip netns exec '$1' ss -ltnH 'sport = :$app_port' | grep -q LISTEN" || die "HTTP server in $2 pod did not start"
+  wait_until 10 "python3 -m http.server :$port listening in the $2 pod" \
+    bash -c "ip netns exec '$1' ss -ltnH 'sport = :$port' | grep -q LISTEN" || die "HTTP server :$port in $2 pod did not start"
 }
-say "starting python3 -m http.server :$app_port in the server and legacy pods"
+say "starting python3 -m http.server :$app_port in the server and legacy pods, and :$admin_port in the server pod"
 start_http_server "$server_ns" server
 start_http_server "$legacy_ns" legacy
+start_http_server "$server_ns" server "$admin_port"
 
 # ---------------------------------------------------------------------------------------- traffic
 declare -a failures=()
@@ -170,6 +180,10 @@ say "client pod ($client_ip, node1) -> curl http://$legacy_ip:$app_port/  (legac
 code_legacy=$(curl_from_client "http://$legacy_ip:$app_port/" "$work/resp-legacy")
 echo "  HTTP status: ${code_legacy:-none} $(cat "$work/resp-legacy.err")"
 echo "  body: $(head -c 200 "$work/resp-legacy" 2>/dev/null)"
+
+say "client pod ($client_ip, node1) -> curl http://$server_ip:$admin_port/  (server pod; Deny policy default/deny-admin-port)"
+code_admin=$(curl_from_client "http://$server_ip:$admin_port/" "$work/resp-admin")
+echo "  HTTP status: ${code_admin:-none} $(cat "$work/resp-admin.err")"
 
 # ---------------------------------------------------------------------------------------- evidence
 metrics() { ip netns exec "${node_ns[$1]}" curl -sS -m 2 "http://${node_ip[$1]}:15020/metrics" 2>/dev/null; }
@@ -207,7 +221,7 @@ show_series() { # node needle: istio_tcp_* series of one reporter, reduced to th
   local line
   metrics "$1" | grep -E '^istio_tcp_' | grep -F -- "$2" | while IFS= read -r line; do
     printf '    %-36s %s = %s\n' "${line%%\{*}" \
-      "$(pick_fields 'source_principal|destination_workload|destination_principal|connection_security_policy' <<<"$line")" \
+      "$(pick_fields 'source_principal|destination_workload|destination_principal|connection_security_policy|response_flags' <<<"$line")" \
       "${line##* }"
   done
 }
@@ -236,6 +250,22 @@ fact "node2 proxy (reporter=destination) counted a plain TCP connection to legac
 fact "no mutual_tls connection was counted towards legacy" \
   test "$(metric_sum 1 "$opened" 'destination_workload="legacy"' "$mtls")" = 0
 
+# The denied request: the curl gets no HTTP response, node2 names the deciding policy.
+deny_reason='explicitly denied by: default/deny-admin-port'
+authz_url="http://127.0.0.1:15000/debug/authz?src=$client_ip&src_identity=$client_id&dst=$server_ip:$admin_port"
+authz_json=$(ip netns exec "${node_ns[2]}" curl -sS -m 2 "$authz_url" 2>&1 || true)
+authz_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1" <<<"$authz_json" 2>/dev/null; }
+fact "curl to the server pod's port $admin_port got no HTTP response (connection refused by policy)" \
+  test "${code_admin:-000}" = 000
+fact "the app on port $admin_port never saw the request" \
+  bash -c "! grep -q 'GET /' '$work/http-server-$admin_port.log'"
+fact "node2 access log: client -> server:$admin_port refused, reason \"$deny_reason\"" \
+  log_has 2 "src.identity=\"$client_id\"" "dst.addr=$server_ip:$admin_port" "error=\"policy_denied: $deny_reason\""
+fact "node2 proxy (reporter=destination) counted the refused connection with response_flags=\"DENY\"" \
+  metric_at_least_1 2 istio_tcp_connections_closed_total 'reporter="destination"' 'response_flags="DENY"' "$src_p" "$dst_p"
+fact "node2 /debug/authz: decision deny, decidingPolicy default/deny-admin-port" \
+  test "$(authz_field decision) $(authz_field decidingPolicy)" = "deny default/deny-admin-port"
+
 say "evidence: node1 proxy /metrics (reporter=source)"
 show_series 1 'reporter="source"'
 say "evidence: node2 proxy /metrics (reporter=destination)"
@@ -243,9 +273,24 @@ show_series 2 'reporter="destination"'
 say "evidence: access log lines"
 for n in 1 2; do
   grep -F access "$work/proxy-node$n.log" |
-    pick_fields 'src\.addr|src\.identity|dst\.addr|dst\.hbone_addr|dst\.workload|dst\.identity|direction|bytes_sent|bytes_recv|duration' |
+    pick_fields 'src\.addr|src\.identity|dst\.addr|dst\.hbone_addr|dst\.workload|dst\.identity|direction|bytes_sent|bytes_recv|duration|error' |
     sed "s/^/  node$n: /"
 done
+say "evidence: the denied request (client -> server:$admin_port)"
+echo "  node2 access log reason: $(grep -F access "$work/proxy-node2.log" | grep -F "dst.addr=$server_ip:$admin_port" |
+  grep -oE 'error="[^"]*"' | head -n 1)"
+echo "  node2 GET /debug/authz?src=$client_ip&src_identity=$client_id&dst=$server_ip:$admin_port"
+python3 -c '
+import json, sys
+try:
+    j = json.load(sys.stdin)
+except ValueError:
+    print("    (not JSON)"); sys.exit(0)
+print("    decision=%s decidingPolicy=%s reason=\"%s\"" % (j.get("decision"), j.get("decidingPolicy"), j.get("reason")))
+for p in j.get("policies", []):
+    print("    policy %s (%s%s): applies=%s matched=%s  %s" % (p["policy"], p["action"], ", dry-run" if p["dryRun"] else "",
+          p["applies"], p["matched"], p["detail"]))
+' <<<"$authz_json"
 
 # ---------------------------------------------------------------------------------------- shutdown
 say "stopping the proxies (SIGTERM: drain, exit 0)"
@@ -266,4 +311,5 @@ if ((${#failures[@]})); then
   exit 1
 fi
 demo_ok=1
-echo "DEMO PASSED: HTTP over HBONE mutual TLS ($client_id -> $server_id) and plain TCP to the legacy pod."
+echo "DEMO PASSED: HTTP over HBONE mutual TLS ($client_id -> $server_id), plain TCP to the legacy pod," \
+  "and port $admin_port refused by policy default/deny-admin-port."

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -23,6 +24,9 @@ using base::fail;
 using base::Result;
 using base::UniqueFd;
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kMaxAcceptsPerSecond = 5;
 
 Result<void> wait_readable(int fd, Clock::time_point deadline) {
   while (true) {
@@ -55,6 +59,7 @@ struct ZdsServer::Impl {
   mutable std::mutex mutex;
   std::vector<Connection> connections;  // oldest first; back() is the newest
   std::uint64_t next_id = 1;
+  std::deque<Clock::time_point> recent_accepts;  // internal thread only
 
   // Sends one request with `send`, then reads its Ack. Lock held by the caller.
   template <class Send>
@@ -86,7 +91,12 @@ struct ZdsServer::Impl {
 
 void ZdsServer::Impl::run() {
   while (!stopped.load()) {
-    std::vector<pollfd> fds{{wake_read.get(), POLLIN, 0}, {listener.get(), POLLIN, 0}};
+    // At most kMaxAcceptsPerSecond new proxies per second (research §2.2): a crash-looping proxy
+    // must not starve the event path of the lock. While limited, the listener is left out of poll.
+    const auto window_end = recent_accepts.size() < kMaxAcceptsPerSecond ? Clock::now()
+                                                                          : recent_accepts.front() + 1s;
+    const auto limited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(window_end - Clock::now()).count();
+    std::vector<pollfd> fds{{wake_read.get(), POLLIN, 0}, {limited_ms > 0 ? -1 : listener.get(), POLLIN, 0}};
     std::vector<std::uint64_t> ids;
     {
       std::lock_guard lock(mutex);
@@ -95,7 +105,7 @@ void ZdsServer::Impl::run() {
         ids.push_back(c.id);
       }
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+    if (::poll(fds.data(), fds.size(), limited_ms > 0 ? static_cast<int>(limited_ms) + 1 : -1) < 0 && errno != EINTR) {
       spdlog::error("zds: poll failed errno={}", errno);
       return;
     }
@@ -130,6 +140,8 @@ void ZdsServer::Impl::accept_one() {
     if (!nodeapi::is_would_block(fd.error())) spdlog::warn("zds: accept failed: {}", fd.error().message());
     return;
   }
+  recent_accepts.push_back(Clock::now());
+  while (recent_accepts.size() > kMaxAcceptsPerSecond) recent_accepts.pop_front();
   timeval send_timeout{static_cast<time_t>(options.ack_timeout.count() / 1000),
                        static_cast<suseconds_t>((options.ack_timeout.count() % 1000) * 1000)};
   ::setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);

@@ -24,6 +24,7 @@ namespace meshnode::agent {
 /// SnapshotSent. Steady state: `add` goes to the newest connected proxy, `del` to all of them, so an
 /// old and a new proxy can overlap during a rollover. A proxy that hangs up (EOF, error), breaks the
 /// lock-step or sends anything unsolicited is dropped.
+/// At most 5 proxies are accepted per second (the reference agent's limit); later ones wait in the backlog.
 ///
 /// Threads: one internal thread accepts and watches connections; `add`, `del`, `acked` and
 /// `connections` may be called from any thread (one mutex serializes every exchange on every

@@ -1,7 +1,11 @@
 // meshnode-agent against real network namespaces: nft and iptables rules as the kernel lists them,
 // plugin events over the Unix socket, and a tiny ZDS client standing in for meshnode-proxy.
 // Needs root; skips visibly otherwise (fails with CI=true).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +18,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -479,6 +485,73 @@ TEST_F(AgentEvents, DeadProxyIsDetected) {
   }
   EXPECT_EQ(agent_->proxy_connections(), 0u);
   EXPECT_NE(metrics_.render().find("ztunnel_connected 0"), std::string::npos);
+}
+
+// ---- the meshnode-agent binary: flags, health and metrics ports, clean stop ------------------------
+
+// GET http://127.0.0.1:<port><path>; "" when nothing answers.
+std::string http_get(std::uint16_t port, const std::string& path) {
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "";
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  pollfd p{fd.get(), POLLIN, 0};
+  while (::poll(&p, 1, 5000) > 0) {
+    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+TEST_F(AgentEvents, BinaryServesHealthMetricsAndStopsOnSigterm) {
+  std::random_device rd;
+  const auto health_port = static_cast<std::uint16_t>(20000 + rd() % 20000);
+  const auto metrics_port = static_cast<std::uint16_t>(health_port + 1);
+  const std::string policy = (dir_ / "policy.yaml").string();
+  {
+    std::ofstream(policy) << "enrollNamespaces: [shop]\n";
+  }
+  const std::vector<std::string> argv = {
+      MESHNODE_AGENT_BIN, "--plugin-socket", options_.plugin_socket, "--zds-socket", options_.zds_socket,
+      "--run-dir", options_.run_dir, "--policy", policy, "--listen-host", "127.0.0.1",
+      "--health-port", std::to_string(health_port), "--monitoring-port", std::to_string(metrics_port)};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  std::string ready;
+  for (auto deadline = Clock::now() + 10s; Clock::now() < deadline; std::this_thread::sleep_for(20ms)) {
+    ready = http_get(health_port, "/readyz");  // polled: the process has no other readiness signal
+    if (!ready.empty()) break;
+  }
+  EXPECT_TRUE(ready.starts_with("HTTP/1.1 200 ")) << ready;
+  EXPECT_TRUE(http_get(health_port, "/healthz").starts_with("HTTP/1.1 200 "));
+  TestNetns pod("bin");
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 500);
+  const std::string metrics = http_get(metrics_port, "/metrics");
+  EXPECT_NE(metrics.find("istio_cni_plugin_requests_total{event=\"cmdadd\",response_code=\"500\"} 1"),
+            std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ztunnel_connected 0"), std::string::npos);
+  EXPECT_NE(metrics.find("meshnode_agent_enrolled_pods 0"), std::string::npos);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(std::filesystem::exists(options_.plugin_socket));
+  EXPECT_FALSE(std::filesystem::exists(options_.zds_socket));
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   cli.add_option("--pod", o.pods, "Enroll a pod: <workload uid>=<netns path> (repeatable)");
   cli.add_flag("--socks5", o.socks5, "Listen for socks5 on 127.0.0.1:15080 in each pod")
       ->envname("UNSTABLE_ENABLE_SOCKS5");
+  cli.add_flag("--transparent-inbound", o.transparent_inbound,
+               "Connect to apps from the original client IP (needs the node agent's in-pod policy routing)")
+      ->envname("MESHNODE_TRANSPARENT_INBOUND");
   cli.add_option("--worker-threads", o.worker_threads, "Data worker threads")
       ->envname("ZTUNNEL_WORKER_THREADS")
       ->check(CLI::Range(1, 64))

@@ -13,6 +13,7 @@ struct Options {
   std::string inpod_uds;         ///< INPOD_UDS / --inpod-uds: ZDS socket of the node agent (shared mode)
   std::string proxy_mode;        ///< PROXY_MODE / --proxy-mode: shared (ZDS) | dedicated; default shared iff INPOD_UDS is set
   bool socks5 = false;           ///< UNSTABLE_ENABLE_SOCKS5 / --socks5
+  bool transparent_inbound = false;  ///< MESHNODE_TRANSPARENT_INBOUND / --transparent-inbound
   int worker_threads = 2;        ///< ZTUNNEL_WORKER_THREADS / --worker-threads
   std::string log_level = "info";                ///< LOG_LEVEL / --log-level
   std::string termination_deadline = "5s";       ///< CONNECTION_TERMINATION_DEADLINE: "5s", "500ms", "5"

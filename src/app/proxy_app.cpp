@@ -253,6 +253,7 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
   }
   start_workers();
   proxy::ProxyShared shared{state_, certs_, tcp_metrics_, {}};
+  shared.options.transparent_inbound = options_.transparent_inbound;
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());
   pods_ = std::make_unique<inpod::WorkloadManager>(

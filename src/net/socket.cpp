@@ -16,6 +16,7 @@ namespace {
 // <netinet/in.h> when both are included.
 constexpr int kSoOriginalDst = 80;
 constexpr int kIp6tSoOriginalDst = 80;
+constexpr int kOne = 1;
 
 using base::Result;
 using base::SocketAddr;
@@ -102,7 +103,8 @@ Result<UniqueFd> make_listener(const base::Netns* netns, const SocketAddr& addr,
   return create_in(netns, make);
 }
 
-Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr& addr, std::uint32_t mark) {
+Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr& addr, std::uint32_t mark,
+                                     const base::IpAddr* transparent_source) {
   auto make = [&]() -> Result<UniqueFd> {
     UniqueFd fd(::socket(addr.ip.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return base::fail_errno("socket to " + addr.to_string() + where(netns), errno);
@@ -110,6 +112,18 @@ Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr&
       return base::fail_errno("SO_MARK on socket to " + addr.to_string(), errno);
     }
     set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
+    if (transparent_source != nullptr && transparent_source->is_v4() == addr.ip.is_v4()) {
+      int level = addr.ip.is_v4() ? SOL_IP : SOL_IPV6;
+      int option = addr.ip.is_v4() ? IP_TRANSPARENT : IPV6_TRANSPARENT;
+      if (::setsockopt(fd.get(), level, option, &kOne, sizeof(kOne)) != 0) {
+        return base::fail_errno("IP_TRANSPARENT on socket to " + addr.to_string(), errno);
+      }
+      sockaddr_storage ss{};
+      socklen_t len = to_sockaddr(SocketAddr{*transparent_source, 0}, ss);
+      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+        return base::fail_errno("bind to client address " + transparent_source->to_string(), errno);
+      }
+    }
     return fd;
   };
   return create_in(netns, make);

@@ -31,9 +31,13 @@ struct ListenOptions {
                                                          const ListenOptions& options = {});
 
 /// Creates a non-blocking, close-on-exec TCP socket of `addr`'s family inside `netns` (when given),
-/// with SO_MARK `mark` (0 = none) and TCP_NODELAY. The caller connects it. Errc::kIo on failure.
+/// with SO_MARK `mark` (0 = none) and TCP_NODELAY. With `transparent_source`, the socket is
+/// IP_TRANSPARENT and bound to that address (port chosen by the kernel), so the upstream sees the
+/// original client as the source (needs the pod's policy routing for replies, research §6.3).
+/// The caller connects it. Errc::kIo on failure.
 [[nodiscard]] base::Result<base::UniqueFd> make_connect_socket(const base::Netns* netns, const base::SocketAddr& addr,
-                                                               std::uint32_t mark);
+                                                               std::uint32_t mark,
+                                                               const base::IpAddr* transparent_source = nullptr);
 
 /// The destination the client originally dialled before NAT redirection: SO_ORIGINAL_DST (IPv4),
 /// then IP6T_SO_ORIGINAL_DST; falls back to getsockname() (no conntrack entry, e.g. TPROXY).

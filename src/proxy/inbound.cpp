@@ -126,7 +126,7 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
   if (!decision.allowed) co_return reject(401, {base::Errc::kPolicyDenied, decision.reason});
   std::optional<base::Error> closed_by_policy;
   guard.set_recheck(recheck_for(conn->peer, conn->peer_identity, *target, rec.id, closed_by_policy));
-  auto connected = co_await connect_upstream(*target);
+  auto connected = co_await connect_upstream(*target, &conn->peer.ip);
   if (!connected) co_return reject(503, connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
   if (auto ok = stream->respond(200); !ok) {
@@ -190,7 +190,7 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
   if (!decision.allowed) co_return fail_with({base::Errc::kPolicyDenied, decision.reason});
   std::optional<base::Error> closed_by_policy;
   guard.set_recheck(recheck_for(*peer, std::nullopt, *orig, rec.id, closed_by_policy));
-  auto connected = co_await connect_upstream(*orig);
+  auto connected = co_await connect_upstream(*orig, &peer->ip);
   if (!connected) co_return fail_with(connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
 

@@ -43,6 +43,9 @@ struct ProxyOptions {
   std::chrono::steady_clock::duration handshake_timeout = std::chrono::seconds(10);  ///< inbound TLS
   h2::Settings h2;
   hbone::ClientPool::Options pool;
+  /// Inbound connections reach the app from the original client's IP (IP_TRANSPARENT + bind),
+  /// as ztunnel does; needs the node agent's in-pod policy routing for the replies.
+  bool transparent_inbound = false;
 };
 
 /// Process-wide services the data path uses; all thread-safe.
@@ -105,8 +108,10 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
                                                        std::optional<base::Error>& closed_by_policy) const;
   /// Access log + closing metrics of an inbound connection after its copy ended.
   void finish_inbound(ConnectionRecord& rec, Transferred& moved, std::optional<base::Error>& closed_by_policy);
-  /// Connects from inside the pod netns (SO_MARK 0x539) with the connect timeout.
-  asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::SocketAddr& addr);
+  /// Connects from inside the pod netns (SO_MARK 0x539) with the connect timeout; with `client`
+  /// and transparent_inbound on, from the client's address.
+  asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::SocketAddr& addr,
+                                                                        const base::IpAddr* client = nullptr);
   [[nodiscard]] bool is_own_ip(const base::IpAddr& ip) const;
   std::string next_trace_id();
 

@@ -18,6 +18,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include "agent/agent.hpp"
 #include "agent/exec.hpp"
 #include "agent/redirect.hpp"
+#include "integration/process.hpp"
 #include "nodeapi/zds.hpp"
 
 namespace meshnode::agent {
@@ -553,6 +556,141 @@ TEST_F(AgentEvents, BinaryServesHealthMetricsAndStopsOnSigterm) {
   EXPECT_FALSE(std::filesystem::exists(options_.plugin_socket));
   EXPECT_FALSE(std::filesystem::exists(options_.zds_socket));
 }
+
+// ---- with the real meshnode-proxy: ADD → listeners + HBONE traffic; agent restart; DEL ------------
+#ifdef MESHNODE_PROXY_BIN
+
+std::map<std::string, std::string> parse_env_file(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (auto eq = line.find('='); eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// Two simulated nodes (scripts/cluster.sh without its own nft rules), one pod each, one
+// meshnode-proxy per node as a ZDS client of an in-process Agent per node.
+class AgentWithProxy : public AgentEvents {
+ protected:
+  void SetUp() override {
+    AgentEvents::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    prefix_ = "mn-" + random_hex6();
+    auto up = run_program({"env", "MESHNODE_NO_REDIRECT=1", "bash", std::string(MESHNODE_SOURCE_DIR) + "/scripts/cluster.sh",
+                           "up", "--prefix", prefix_, "--nodes", "2", "--pods", "1", "--workdir", dir_.string()},
+                          {}, 90s);
+    ASSERT_TRUE(up && up->exit_code == 0) << (up ? up->err : up.error().message());
+    cluster_up_ = true;
+    env_ = parse_env_file(integration::read_file((dir_ / "cluster.env").string()));
+    std::ofstream config(dir_ / "config.yaml");
+    config << "workloads:\n";
+    for (int n = 1; n <= 2; ++n) {
+      config << "- uid: uid-n" << n << "\n  name: pod" << n << "\n  namespace: shop\n  serviceAccount: sa" << n
+             << "\n  workloadIps: [\"" << pod_ip(n) << "\"]\n  protocol: HBONE\n  node: node" << n << "\n";
+    }
+    config << "services: []\npolicies: []\n";
+  }
+  void TearDown() override {
+    proxies_.clear();
+    app_.reset();
+    agents_.clear();
+    if (cluster_up_) {
+      (void)run_program({"bash", std::string(MESHNODE_SOURCE_DIR) + "/scripts/cluster.sh", "down", "--prefix", prefix_},
+                        {}, 60s);
+    }
+    AgentEvents::TearDown();
+  }
+  std::string pod_netns(int n) { return env_["MN_POD_" + std::to_string(n) + "_0_NETNS"]; }
+  std::string pod_ip(int n) { return env_["MN_POD_" + std::to_string(n) + "_0_IP"]; }
+  std::string node_netns(int n) { return env_["MN_NODE" + std::to_string(n) + "_NETNS"]; }
+  AgentOptions node_options(int n) {
+    AgentOptions o = options_;
+    o.plugin_socket = (dir_ / ("ev" + std::to_string(n) + ".sock")).string();
+    o.zds_socket = (dir_ / ("zds" + std::to_string(n) + ".sock")).string();
+    o.run_dir = (dir_ / ("run" + std::to_string(n))).string();
+    return o;
+  }
+  void start_node_agent(int n) {
+    agents_.erase(n);
+    auto agent = Agent::start(node_options(n), registries_[n]);
+    ASSERT_TRUE(agent) << agent.error().message();
+    agents_[n] = std::move(*agent);
+  }
+  void start_proxy(int n) {
+    const std::string label = (dir_ / ("proxy" + std::to_string(n))).string();
+    proxies_[n] = integration::Process::spawn(
+        {"ip", "netns", "exec", node_netns(n), MESHNODE_PROXY_BIN, "--config", (dir_ / "config.yaml").string(),
+         "--ca-dir", (dir_ / "ca").string(), "--inpod-uds", node_options(n).zds_socket, "--log-level", "info"},
+        {.stdout_path = label + ".out", .stderr_path = label + ".log"});
+  }
+  std::string add_event(int n) {
+    return R"({"Netns":"/var/run/netns/)" + pod_netns(n) + R"(","PodName":"pod)" + std::to_string(n) +
+           R"(","PodNamespace":"shop","PodUID":"uid-n)" + std::to_string(n) + R"(","PodServiceAccount":"sa)" +
+           std::to_string(n) + R"(","IPs":[{"Interface":0,"Address":{"IP":")" + pod_ip(n) +
+           R"(","Mask":"////AA=="},"Gateway":null}]})";
+  }
+  std::string listeners(int n) { return sh({"ip", "netns", "exec", pod_netns(n), "ss", "-ltnH"}); }
+  // One connection from pod 1 to the app in pod 2; the app answers with the peer address it sees.
+  std::string call_app() {
+    auto out = run_program({"ip", "netns", "exec", pod_netns(1), "socat", "-T3", "-", "TCP:" + pod_ip(2) + ":8080"},
+                           {}, 10s);
+    return out ? out->out : "";
+  }
+  std::string proxy_metrics(int n) {
+    return sh({"ip", "netns", "exec", node_netns(n), "curl", "-s", "http://127.0.0.1:15020/metrics"});
+  }
+
+  std::string prefix_;
+  bool cluster_up_ = false;
+  std::map<std::string, std::string> env_;
+  std::map<int, admin::MetricsRegistry> registries_;
+  std::map<int, std::unique_ptr<Agent>> agents_;
+  std::map<int, integration::Process> proxies_;
+  std::optional<integration::Process> app_;
+};
+
+TEST_F(AgentWithProxy, EnrolledPodsTalkOverHboneAcrossAgentRestartAndDel) {
+  for (int n = 1; n <= 2; ++n) {
+    start_node_agent(n);
+    start_proxy(n);
+  }
+  for (int n = 1; n <= 2; ++n) {
+    ASSERT_TRUE(integration::eventually(10s, [&] { return agents_[n]->proxy_connections() == 1; }))
+        << integration::read_file((dir_ / ("proxy" + std::to_string(n) + ".log")).string());
+    const HttpResult added = post(node_options(n).plugin_socket, "/cmdadd", add_event(n));
+    ASSERT_EQ(added.status, 200) << added.body;
+    EXPECT_NE(listeners(n).find(":15008"), std::string::npos) << listeners(n);
+  }
+  app_ = integration::Process::spawn(
+      {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
+       "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+       "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
+       " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
+      {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
+  ASSERT_TRUE(app_->wait_for_line("ready", 10s));
+  EXPECT_TRUE(call_app().starts_with("peer=")) << integration::read_file((dir_ / "proxy1.log").string());
+  const std::string metrics = proxy_metrics(2);
+  EXPECT_NE(metrics.find("source_principal=\"spiffe://cluster.local/ns/shop/sa/sa1\""), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("connection_security_policy=\"mutual_tls\""), std::string::npos);
+  EXPECT_NE(sh({"ip", "netns", "exec", pod_netns(1), "nft", "list", "chain", "inet", "meshnode", "output_nat"})
+                .find("counter packets 1 "), std::string::npos) << "the client's connection was captured";
+
+  // Agent restart on node 1: the proxy reconnects, gets the pod in its snapshot, traffic goes on.
+  start_node_agent(1);
+  ASSERT_TRUE(integration::eventually(15s, [&] { return agents_[1]->proxy_connections() == 1; }));
+  EXPECT_EQ(agents_[1]->enrolled_pods(), 1u);
+  EXPECT_TRUE(call_app().starts_with("peer="));
+  EXPECT_EQ(post(node_options(1).plugin_socket, "/cmdcheck", add_event(1)).status, 200);
+
+  // DEL on node 2: the proxy drops the pod's listeners, the rules are gone.
+  EXPECT_EQ(post(node_options(2).plugin_socket, "/cmddel", add_event(2)).status, 200);
+  EXPECT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") == std::string::npos; }))
+      << listeners(2);
+  EXPECT_EQ(sh({"ip", "netns", "exec", pod_netns(2), "nft", "list", "ruleset"}), "");
+}
+
+#endif  // MESHNODE_PROXY_BIN
 
 }  // namespace
 }  // namespace meshnode::agent

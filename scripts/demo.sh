@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# meshnode's main job, end to end: two simulated nodes, four pods, one meshnode-proxy per node.
-# A pod on node 1 curls an HTTP server in a pod on node 2: the proxies carry it over HBONE (mutual
-# TLS with SPIFFE identities). It also curls a plain-TCP (non-mesh-protocol) pod on node 2, and a
-# second port of the server pod that an authorization policy (default/deny-admin-port) denies. The
-# script prints the response and the proxies' evidence (metrics, access logs), checks every fact,
+# meshnode's main job, end to end: two simulated nodes, each running meshnode-agent (the CNI node
+# agent) and meshnode-proxy (shared mode, pods handed over by the agent over ZDS). Four pods are
+# created the way a container runtime creates them: a netns, then the node's CNI chain (`bridge` +
+# `host-local`, then `meshnode-cni`), whose ADD returns only once the agent programmed the pod's
+# redirection and the proxy acknowledged it. A pod on node 1 curls an HTTP server in a pod on node 2:
+# the proxies carry it over HBONE (mutual TLS with SPIFFE identities) and node 2's proxy connects to
+# the server from the client pod's own IP. It also curls a plain-TCP (non-mesh-protocol) pod on node
+# 2, and a second port of the server pod that an authorization policy (default/deny-admin-port)
+# denies. Finally one pod is deleted through the chain's DEL and its rules and listeners go away.
+# The script prints the responses and the evidence (metrics, access logs, rules), checks every fact,
 # exits 0 only if all hold, and always removes what it created.
 #
 # Needs root (network namespaces); re-runs itself through sudo if needed.
-# MESHNODE_PROXY_BIN=/path/to/meshnode-proxy skips the build and uses that binary.
+# MESHNODE_PROXY_BIN / MESHNODE_AGENT_BIN / MESHNODE_CNI_BIN=/path/to/binary skip building that
+# binary; the others are built with the release preset (build/release).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/scripts/lib/common.sh"
 source "$repo/scripts/lib/cluster.sh"
+source "$repo/scripts/lib/cni.sh"
 ensure_root "${BASH_SOURCE[0]}" "$@"
 
 t_start=$(date +%s.%N)
@@ -20,30 +27,37 @@ say() { printf '\n== %s\n' "$*"; }
 die() { printf '\nDEMO FAILED: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------- build
-proxy_bin=${MESHNODE_PROXY_BIN:-}
-if [[ -z $proxy_bin ]]; then
-  say "building meshnode-proxy (release preset)"
+proxy_bin=${MESHNODE_PROXY_BIN:-} agent_bin=${MESHNODE_AGENT_BIN:-} cni_bin=${MESHNODE_CNI_BIN:-}
+declare -a targets=()
+[[ -n $proxy_bin ]] || { targets+=(meshnode-proxy); proxy_bin="$repo/build/release/src/app/meshnode-proxy"; }
+[[ -n $agent_bin ]] || { targets+=(meshnode-agent); agent_bin="$repo/build/release/agent/meshnode-agent"; }
+[[ -n $cni_bin ]] || { targets+=(meshnode-cni); cni_bin="$repo/build/release/cni/meshnode-cni"; }
+if ((${#targets[@]})); then
+  say "building ${targets[*]} (release preset)"
   bash "$repo/scripts/install-deps.sh"
-  build_proxy "$repo" || die "build failed"
-  proxy_bin="$repo/build/release/src/app/meshnode-proxy"
+  build_release "$repo" "${targets[@]}" || die "build failed"
 fi
 [[ -x $proxy_bin ]] || die "no executable proxy at $proxy_bin"
+[[ -x $agent_bin ]] || die "no executable agent at $agent_bin"
+[[ -x $cni_bin ]] || die "no executable CNI plugin at $cni_bin"
+export MESHNODE_CNI_BIN=$cni_bin
 t_built=$(date +%s.%N)
 
 # ------------------------------------------------------------------------------ state + teardown
 prefix=$(cluster_new_prefix)
 work=$(mktemp -d "${TMPDIR:-/tmp}/meshnode-demo.XXXXXX")
-declare -a proxy_pids=() server_pids=()
+declare -a proxy_pids=() agent_pids=() server_pids=()
 demo_ok=0
 
 teardown() {
   local rc=$?
   trap - EXIT INT TERM
   local pid
-  for pid in "${server_pids[@]}" "${proxy_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${server_pids[@]}" "${proxy_pids[@]}" "${agent_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${proxy_pids[@]}" "${agent_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((rc != 0 || demo_ok == 0)); then
     local f
-    for f in "$work"/proxy-node*.log; do
+    for f in "$work"/agent-node*.log "$work"/proxy-node*.log; do
       [[ -f $f ]] || continue
       printf '\n--- last lines of %s ---\n' "$(basename "$f")" >&2
       tail -n 25 "$f" >&2
@@ -57,27 +71,21 @@ trap teardown EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
 # ---------------------------------------------------------------------------------------- cluster
-say "creating the simulated cluster $prefix (fabric bridge, 2 nodes x 2 pods, nftables redirection)"
-cluster_up "$prefix" 2 2 "$work" || die "could not create the cluster"
+say "creating the simulated cluster $prefix (fabric bridge, 2 nodes; pods come from the CNI chain)"
+cluster_up "$prefix" 2 0 "$work" || die "could not create the cluster"
 env_file="$work/cluster.env"
 get() { cluster_env_get "$env_file" "$1"; }
 
 node_ns=("" "$(get MN_NODE1_NETNS)" "$(get MN_NODE2_NETNS)")
 node_ip=("" "$(get MN_NODE1_IP)" "$(get MN_NODE2_IP)")
-client_ns=$(get MN_POD_1_0_NETNS) client_ip=$(get MN_POD_1_0_IP)
-client2_ns=$(get MN_POD_1_1_NETNS) client2_ip=$(get MN_POD_1_1_IP)
-server_ns=$(get MN_POD_2_0_NETNS) server_ip=$(get MN_POD_2_0_IP)
-legacy_ns=$(get MN_POD_2_1_NETNS) legacy_ip=$(get MN_POD_2_1_IP)
+# host-local hands out each node's range from .10 in creation order (fresh dataDir), so the
+# addresses are known before the pods exist; cni_pod_add's result is checked against them below.
+client_ip=198.19.1.10 client2_ip=198.19.1.11 server_ip=198.19.2.10 legacy_ip=198.19.2.11
 app_port=8080
 admin_port=8081 # denied by the Deny policy default/deny-admin-port
 td=cluster.local
 client_id="spiffe://$td/ns/default/sa/client"
 server_id="spiffe://$td/ns/default/sa/server"
-
-printf '  %-8s %-14s node1  netns %s  (HBONE)\n' client "$client_ip" "$client_ns" \
-  client2 "$client2_ip" "$client2_ns"
-printf '  %-8s %-14s node2  netns %s  (HBONE)\n' server "$server_ip" "$server_ns"
-printf '  %-8s %-14s node2  netns %s  (plain TCP)\n' legacy "$legacy_ip" "$legacy_ns"
 
 # ---------------------------------------------------------------------------------------- config
 workload() { # name sa ip protocol node [services-line]
@@ -116,34 +124,69 @@ policies:
   rules: [[[{destinationPorts: [$admin_port]}]]]
 EOF
 } >"$config"
+policy="$work/enrollment.yaml"
+printf 'enrollNamespaces: [default]\nexcludeNamespaces: [kube-system]\n' >"$policy"
 
-# ---------------------------------------------------------------------------------------- proxies
-ready() { ip netns exec "${node_ns[$1]}" curl -fsS -m 1 -o /dev/null "http://${node_ip[$1]}:15021/healthz/ready" 2>/dev/null; }
-start_proxy() { # node pod-netns...
-  local n=$1 ns uid_of
-  shift
-  local -a args=(--config "$config" --ca-dir "$work/ca" --log-level info)
-  for ns in "$@"; do
-    case $ns in
-      "$client_ns") uid_of=client ;; "$client2_ns") uid_of=client2 ;;
-      "$server_ns") uid_of=server ;; "$legacy_ns") uid_of=legacy ;;
-    esac
-    args+=(--pod "cluster1//v1/Pod/default/$uid_of=/var/run/netns/$ns")
-  done
-  ip netns exec "${node_ns[$n]}" "$proxy_bin" "${args[@]}" 2>"$work/proxy-node$n.log" >&2 &
-  proxy_pids[$n]=$!
-  local deadline=$((SECONDS + 30))
-  until ready "$n"; do
-    kill -0 "${proxy_pids[$n]}" 2>/dev/null || die "meshnode-proxy on node$n exited during start-up (log below)"
-    ((SECONDS < deadline)) || die "meshnode-proxy on node$n not ready after 30s (GET /healthz/ready)"
+# ---------------------------------------------------------------------------------- agents + proxies
+wait_pid_ready() { # pid description probe-cmd...
+  local pid=$1 what=$2 deadline=$((SECONDS + 30))
+  shift 2
+  until "$@" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || die "$what exited during start-up (log below)"
+    ((SECONDS < deadline)) || die "$what not ready after 30s"
     sleep 0.05
   done
-  echo "  node$n: meshnode-proxy pid ${proxy_pids[$n]} ready (${node_ip[$n]}:15021/healthz/ready = 200)"
+}
+probe() { ip netns exec "${node_ns[$1]}" curl -fsS -m 1 -o /dev/null "$2"; }
+start_agent() { # node
+  local n=$1 d="$work/node$1"
+  mkdir -p "$d"
+  ip netns exec "${node_ns[$n]}" "$agent_bin" --plugin-socket "$d/plugin.sock" --zds-socket "$d/zds.sock" \
+    --run-dir "$d/run" --policy "$policy" --log-level info 2>"$work/agent-node$n.log" >&2 &
+  agent_pids[$n]=$!
+  wait_pid_ready "${agent_pids[$n]}" "meshnode-agent on node$n" probe "$n" "http://${node_ip[$n]}:8000/readyz"
+  echo "  node$n: meshnode-agent pid ${agent_pids[$n]} ready (${node_ip[$n]}:8000/readyz = 200; plugin and ZDS sockets in a temp dir)"
+}
+start_proxy() { # node
+  local n=$1
+  ip netns exec "${node_ns[$n]}" "$proxy_bin" --config "$config" --ca-dir "$work/ca" --log-level info \
+    --inpod-uds "$work/node$n/zds.sock" --transparent-inbound 2>"$work/proxy-node$n.log" >&2 &
+  proxy_pids[$n]=$!
+  wait_pid_ready "${proxy_pids[$n]}" "meshnode-proxy on node$n" probe "$n" "http://${node_ip[$n]}:15021/healthz/ready"
+  echo "  node$n: meshnode-proxy pid ${proxy_pids[$n]} ready (shared mode: ZDS client of the node's agent; --transparent-inbound)"
 }
 # Sequential start: the first proxy creates the shared root CA in $work/ca, the second loads it.
-say "starting one meshnode-proxy per node (shared built-in CA in a temp dir)"
-start_proxy 1 "$client_ns" "$client2_ns"
-start_proxy 2 "$server_ns" "$legacy_ns"
+say "starting meshnode-agent and meshnode-proxy on each node (shared built-in CA in a temp dir)"
+for n in 1 2; do
+  start_agent "$n"
+  start_proxy "$n"
+  cni_node_setup "$work" "$n" "$work/node$n/plugin.sock"
+done
+
+# ---------------------------------------------------------------------------------------- pods
+declare -A pod_ns=() pod_ip=()
+create_pod() { # node pod expected-ip
+  local n=$1 pod=$2 t0 t1 ip
+  t0=$(date +%s%N)
+  ip=$(cni_pod_add "$work" "$n" "$pod") || die "CNI ADD of pod $pod on node$n failed"
+  t1=$(date +%s%N)
+  [[ $ip == "$3" ]] || die "pod $pod got $ip from host-local, expected $3"
+  pod_ns[$pod]=$(cni_pod_get "$work" "$pod" NETNS)
+  pod_ip[$pod]=$ip
+  printf '  %-8s %-13s node%s  netns %s  CNI ADD took %d ms\n' "$pod" "$ip" "$n" "${pod_ns[$pod]}" \
+    $(((t1 - t0) / 1000000))
+}
+say "creating 4 pods through each node's CNI chain: bridge + host-local, then meshnode-cni (ADD returns after the proxy's Ack)"
+create_pod 1 client "$client_ip"
+create_pod 1 client2 "$client2_ip"
+create_pod 2 server "$server_ip"
+create_pod 2 legacy "$legacy_ip"
+client_ns=${pod_ns[client]} server_ns=${pod_ns[server]} legacy_ns=${pod_ns[legacy]} client2_ns=${pod_ns[client2]}
+
+say "the client pod's netns as the agent programmed it (nft table, policy routing, proxy listeners)"
+ip netns exec "$client_ns" nft list table inet meshnode | sed 's/^/  /'
+ip netns exec "$client_ns" ip rule list | grep -F 'lookup 100' | sed 's/^/  ip rule: /' || true
+ip netns exec "$client_ns" ss -ltnH | awk '{print $4}' | sort -u | paste -sd' ' | sed 's/^/  listening: /'
 
 # ---------------------------------------------------------------------------------------- apps
 start_http_server() { # netns name [port]
@@ -266,6 +309,11 @@ fact "node2 proxy (reporter=destination) counted the refused connection with res
 fact "node2 /debug/authz: decision deny, decidingPolicy default/deny-admin-port" \
   test "$(authz_field decision) $(authz_field decidingPolicy)" = "deny default/deny-admin-port"
 
+# Transparent inbound: node 2's proxy connected to the server from the client pod's own IP, so the
+# app's access log (python3 http.server: "<peer ip> - - [...] \"GET / HTTP/1.1\" 200 -") names it.
+fact "server pod's access log shows the client pod's IP $client_ip as the source of GET /" \
+  awk -v ip="$client_ip" '$1 == ip && /"GET \/ HTTP\/1\.1" 200/ {f = 1} END {exit !f}' "$work/http-server-$app_port.log"
+
 say "evidence: node1 proxy /metrics (reporter=source)"
 show_series 1 'reporter="source"'
 say "evidence: node2 proxy /metrics (reporter=destination)"
@@ -292,15 +340,52 @@ for p in j.get("policies", []):
           p["applies"], p["matched"], p["detail"]))
 ' <<<"$authz_json"
 
+say "evidence: the server app's own access log (source address as the app sees it)"
+sed 's/^/  /' "$work/http-server-$app_port.log"
+
+# ---------------------------------------------------------------------------------------- pod deletion
+# The runtime's order: the chain's DEL (meshnode-cni, then bridge) while the netns still exists, then
+# the netns goes away. Checked in between: the agent removed its rules, the proxy its listeners.
+has_table() { ip netns exec "$client2_ns" nft list table inet meshnode >/dev/null 2>&1; }
+has_route_rule() { ip netns exec "$client2_ns" ip rule list | grep -q 'lookup 100'; }
+listeners() { ip netns exec "$client2_ns" ss -ltnH | awk '{print $4}' | grep -oE ':(15001|15006|15008)$' | sort -u | wc -l; }
+before_del_ok() { has_table && has_route_rule && [[ $(listeners) == 3 ]]; }
+no_table() { ! has_table; }
+no_route_rule() { ! has_route_rule; }
+no_listeners() { [[ $(listeners) == 0 ]]; }
+no_eth0() { ! ip -n "$client2_ns" link show eth0 >/dev/null 2>&1; }
+enrolled() { ip netns exec "${node_ns[1]}" curl -sS -m 2 "http://${node_ip[1]}:15014/metrics" 2>/dev/null |
+  awk '/^meshnode_agent_enrolled_pods /{print $2}'; }
+say "deleting the client2 pod: the chain's DEL in reverse (meshnode-cni, then bridge), then its netns"
+fact "before DEL: client2 has the agent's nft table, policy rule and 3 proxy listeners" before_del_ok
+enrolled_before=$(enrolled)
+t0=$(date +%s%N)
+fact "CNI DEL of client2 succeeded" cni_chain "$work" 1 DEL "$(cni_pod_get "$work" client2 CONTAINERID)" \
+  "/var/run/netns/$client2_ns" "$(cni_pod_get "$work" client2 CNI_ARGS)"
+echo "  CNI DEL took $((($(date +%s%N) - t0) / 1000000)) ms"
+fact "after DEL: nft table inet meshnode is gone from client2's netns" no_table
+fact "after DEL: the policy-routing rule (fwmark 0x111 lookup 100) is gone" no_route_rule
+fact "after DEL: no proxy listener (15001/15006/15008) left in client2's netns" \
+  wait_until 5 "client2 listeners gone" no_listeners
+fact "after DEL: client2's eth0 is gone (bridge DEL)" no_eth0
+fact "agent metric meshnode_agent_enrolled_pods dropped from $enrolled_before to $((enrolled_before - 1))" \
+  test "$(enrolled)" = $((enrolled_before - 1))
+fact "the client pod still reaches the server after client2 left" \
+  test "$(curl_from_client "http://$server_ip:$app_port/" "$work/resp-server2")" = 200
+cni_pod_del "$work" client2 >/dev/null 2>&1 || true # netns (DEL again is a no-op: idempotent)
+
 # ---------------------------------------------------------------------------------------- shutdown
-say "stopping the proxies (SIGTERM: drain, exit 0)"
+say "stopping the proxies and agents (SIGTERM: exit 0)"
 for n in 1 2; do
-  kill -TERM "${proxy_pids[$n]}"
-  rc=0
-  wait "${proxy_pids[$n]}" || rc=$?
-  fact "node$n proxy exited 0 after SIGTERM (got $rc)" test "$rc" = 0
+  for role in proxy agent; do
+    if [[ $role == proxy ]]; then pid=${proxy_pids[$n]}; else pid=${agent_pids[$n]}; fi
+    kill -TERM "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    fact "node$n $role exited 0 after SIGTERM (got $rc)" test "$rc" = 0
+  done
 done
-proxy_pids=()
+proxy_pids=() agent_pids=()
 
 t_end=$(date +%s.%N)
 awk -v s="$t_start" -v b="$t_built" -v e="$t_end" \
@@ -311,5 +396,6 @@ if ((${#failures[@]})); then
   exit 1
 fi
 demo_ok=1
-echo "DEMO PASSED: HTTP over HBONE mutual TLS ($client_id -> $server_id), plain TCP to the legacy pod," \
-  "and port $admin_port refused by policy default/deny-admin-port."
+echo "DEMO PASSED: pods created through the CNI chain (bridge + host-local + meshnode-cni), HTTP over HBONE" \
+  "mutual TLS ($client_id -> $server_id) seen by the server from $client_ip, plain TCP to the legacy pod," \
+  "port $admin_port refused by policy default/deny-admin-port, and CNI DEL removed client2's rules and listeners."

@@ -19,6 +19,8 @@
 #   MN_POD_1_0_NETNS=mn-1a2b3c-n1-p0  MN_POD_1_0_IP=198.19.1.10
 #
 # Set MESHNODE_NO_REDIRECT=1 to build the topology without the nft redirection (plain routing).
+# With 0 pods per node the nodes get no pod bridge either: pods are then created through the node's
+# CNI chain (scripts/lib/cni.sh), whose bridge plugin makes the bridge and gateway 198.19.<N>.1.
 
 MN_CLUSTER_NAME_RE='^mn-[0-9a-f]{6}$'
 
@@ -70,8 +72,8 @@ cluster_up() {
     cluster_log "prefix '$prefix' must look like mn-<6 hex digits>"
     return 2
   fi
-  if ((nodes < 1 || nodes > 9 || pods < 1 || pods > 200)); then
-    cluster_log "nodes must be 1..9 and pods 1..200 (got $nodes nodes, $pods pods)"
+  if ((nodes < 1 || nodes > 9 || pods < 0 || pods > 200)); then
+    cluster_log "nodes must be 1..9 and pods 0..200 (got $nodes nodes, $pods pods)"
     return 2
   fi
   if ip netns list | grep -q "^$prefix-"; then
@@ -105,9 +107,11 @@ cluster_build() {
     cluster_run "attach n$n" ip -n "$fabric" link set "n$n" master br0 up || return 1
     cluster_run "address $node" ip -n "$node" addr add "198.18.0.$n/24" dev eth0 || return 1
     cluster_run "eth0 up in $node" ip -n "$node" link set eth0 up || return 1
-    cluster_run "pod bridge in $node" ip -n "$node" link add br0 type bridge || return 1
-    cluster_run "pod gateway in $node" ip -n "$node" addr add "198.19.$n.1/24" dev br0 || return 1
-    cluster_run "pod bridge up in $node" ip -n "$node" link set br0 up || return 1
+    if ((pods > 0)); then
+      cluster_run "pod bridge in $node" ip -n "$node" link add br0 type bridge || return 1
+      cluster_run "pod gateway in $node" ip -n "$node" addr add "198.19.$n.1/24" dev br0 || return 1
+      cluster_run "pod bridge up in $node" ip -n "$node" link set br0 up || return 1
+    fi
     cluster_run "ip_forward in $node" ip netns exec "$node" sysctl -qw net.ipv4.ip_forward=1 || return 1
     for ((m = 1; m <= nodes; m++)); do
       ((m == n)) && continue

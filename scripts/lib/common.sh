@@ -52,3 +52,15 @@ build_proxy() {
   fi
   cmake --build "$repo/build/release" --target meshnode-proxy -j2
 }
+
+# build_release <repo> <target...>: configures (once) and builds targets of the release preset
+# (build/release); e.g. build_release "$repo" meshnode-proxy meshnode-agent meshnode-cni.
+build_release() {
+  local repo=$1
+  shift
+  ccache_env
+  if [[ ! -f $repo/build/release/build.ninja ]]; then
+    (cd "$repo" && cmake --preset release >/dev/null)
+  fi
+  cmake --build "$repo/build/release" --target "$@" -j2
+}

@@ -281,8 +281,7 @@ void Session::abort(std::string_view reason) {
   dead_ = true;
   close_reason_ = reason;
   SPDLOG_DEBUG("h2 connection closed: {}", reason);
-  std::error_code ec;
-  socket_.lowest_layer().close(ec);
+  socket_.close();
   keepalive_timer_.cancel();
   write_signal_.notify();
   auto streams = std::move(streams_);
@@ -297,12 +296,12 @@ void Session::abort(std::string_view reason) {
 asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/) {
   std::vector<std::uint8_t> buf(kReadBuffer);
   while (!dead_) {
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf), kNoThrow);
-    if (ec) {
-      abort(ec == asio::error::eof ? "peer closed the connection" : ec.message());
+    auto n = co_await socket_.read_some(std::as_writable_bytes(std::span(buf)));
+    if (!n || *n == 0) {
+      abort(!n ? n.error().message() : "peer closed the connection");
       break;
     }
-    ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), n);
+    ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), *n);
     if (rv < 0) {
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
       break;
@@ -327,10 +326,10 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
       co_await write_signal_.wait();
       continue;
     }
-    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(out_), kNoThrow);
+    auto written = co_await socket_.write_all(out_);
     out_.clear();
-    if (ec) {
-      abort("write failed: " + ec.message());
+    if (!written) {
+      abort("write failed: " + written.error().message());
       break;
     }
   }

@@ -2,7 +2,6 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/ssl/stream.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <chrono>
@@ -18,13 +17,14 @@
 #include "base/error.hpp"
 #include "h2/byte_queue.hpp"
 #include "h2/header.hpp"
+#include "h2/tls_stream.hpp"
 #include "net/byte_stream.hpp"
 
 #include <nghttp2/nghttp2.h>
 
 namespace meshnode::h2 {
 
-using TlsSocket = asio::ssl::stream<asio::ip::tcp::socket>;
+using TlsSocket = TlsStream;
 
 /// HTTP/2 settings of an HBONE connection. Defaults are ztunnel's (research §2.1): stream window
 /// 4 MiB, connection window 16 MiB, max frame 1 MiB, PING every 10 s, dead after 20 s without PONG.

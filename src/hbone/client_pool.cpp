@@ -23,11 +23,6 @@ asio::ip::tcp::endpoint to_endpoint(const base::SocketAddr& a) {
   return {asio::ip::make_address(a.ip.to_string(), ec), a.port};
 }
 
-std::string ssl_error_text(const std::error_code& ec) {
-  std::string queued = tls::openssl_errors();
-  return queued.empty() ? ec.message() : queued;
-}
-
 }  // namespace
 
 /// A dial in progress for one key; waiters park on `done` (cancel() wakes them all).
@@ -144,11 +139,8 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
   h2::TlsSocket tls_socket(std::move(tcp), ssl);
 
-  net::Deadline deadline(ex_, options_.connect_timeout, [&tls_socket] {
-    std::error_code ignored;
-    tls_socket.lowest_layer().close(ignored);
-  });
-  auto [cec] = co_await tls_socket.lowest_layer().async_connect(endpoint, kNoThrow);
+  net::Deadline deadline(ex_, options_.connect_timeout, [&tls_socket] { tls_socket.close(); });
+  auto [cec] = co_await tls_socket.socket().async_connect(endpoint, kNoThrow);
   if (cec) {
     if (deadline.expired()) {
       co_return fail(Errc::kTimeout, "connection to " + key.destination.to_string() +
@@ -156,10 +148,11 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
     }
     co_return fail(Errc::kConnectFailed, "connect to " + key.destination.to_string(), cec);
   }
-  auto [hec] = co_await tls_socket.async_handshake(asio::ssl::stream_base::client, kNoThrow);
-  if (hec) {
+  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kClient);
+  if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake with " + key.destination.to_string());
-    co_return fail(Errc::kTlsHandshake, "TLS handshake with " + key.destination.to_string() + ": " + ssl_error_text(hec));
+    co_return fail(Errc::kTlsHandshake, "TLS handshake with " + key.destination.to_string() + ": " +
+                                            handshake.error().context);
   }
   deadline.cancel();
 

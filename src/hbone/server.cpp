@@ -28,17 +28,13 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
   SSL* ssl = SSL_new(ctx);
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
   h2::TlsSocket tls_socket(std::move(socket), ssl);
-  net::Deadline deadline(ex, handshake_timeout, [&tls_socket] {
-    std::error_code ignored;
-    tls_socket.lowest_layer().close(ignored);
-  });
-  auto [ec] = co_await tls_socket.async_handshake(asio::ssl::stream_base::server, net::kNoThrow);
-  if (ec) {
+  net::Deadline deadline(ex, handshake_timeout, [&tls_socket] { tls_socket.close(); });
+  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kServer);
+  if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake from " + info->peer.to_string());
     std::string reason = tls::verify_failure_reason(tls_socket.native_handle());
-    std::string queued = tls::openssl_errors();
     co_return fail(Errc::kTlsHandshake, "TLS handshake from " + info->peer.to_string() + ": " +
-                                            (reason.empty() ? (queued.empty() ? ec.message() : queued) : reason));
+                                            (reason.empty() ? handshake.error().context : reason));
   }
   deadline.cancel();
   const unsigned char* alpn = nullptr;

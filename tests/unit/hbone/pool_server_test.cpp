@@ -6,6 +6,7 @@
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/read.hpp>
+#include <asio/ssl/stream.hpp>
 #include <asio/write.hpp>
 
 #include <array>
@@ -15,6 +16,9 @@
 
 namespace meshnode::hbone {
 namespace {
+
+// A bare TLS client (Asio ssl::stream) for the negative cases, independent of our TlsStream.
+using RawTlsClient = asio::ssl::stream<asio::ip::tcp::socket>;
 
 using namespace meshnode::testing;
 using namespace asio::experimental::awaitable_operators;
@@ -142,7 +146,7 @@ TEST(HboneServer, ClientWithoutCertificateIsRejectedAndServerKeepsServing) {
     SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);
     static const unsigned char kAlpn[] = {2, 'h', '2'};
     SSL_CTX_set_alpn_protos(ctx.get(), kAlpn, sizeof(kAlpn));
-    h2::TlsSocket tls(co_await dial(lo), SSL_new(ctx.get()));
+    RawTlsClient tls(co_await dial(lo), SSL_new(ctx.get()));
     auto [hec] = co_await tls.async_handshake(asio::ssl::stream_base::client, net::kNoThrow);
     // In TLS 1.3 the client may finish before the server judged it; the verdict is the close.
     if (!hec) co_await drain_until_closed(tls);
@@ -187,7 +191,7 @@ void protocol_violation_case(std::string_view after_tls) {
 
     auto client = lo.certs().get(kClientId);
     CO_ASSERT(client, client.error().message());
-    h2::TlsSocket tls(co_await dial(lo), SSL_new((*client)->client_ctx.get()));
+    RawTlsClient tls(co_await dial(lo), SSL_new((*client)->client_ctx.get()));
     auto [hec] = co_await tls.async_handshake(asio::ssl::stream_base::client, net::kNoThrow);
     CO_ASSERT(!hec, hec.message());
     auto [wec, wn] = co_await asio::async_write(tls, asio::buffer(after_tls.data(), after_tls.size()), net::kNoThrow);

@@ -412,6 +412,20 @@ TEST_F(CniChainTest, ExcludedNamespaceGetsNoRulesAndPlainTrafficFlows) {
   EXPECT_EQ(metric_sum(c().node_metrics(1, 15020), "istio_tcp_connections_opened_total", {}), 0);
   EXPECT_EQ(metric_sum(c().node_metrics(2, 15020), "istio_tcp_connections_opened_total", {}), 0);
   EXPECT_EQ(gauge(c().node_metrics(1, 15014), "meshnode_agent_enrolled_pods"), 0);
+  // meshnode-cni's excludeNamespaces: the agent never heard of those pods.
+  EXPECT_EQ(metric_sum(c().node_metrics(1, 15014), "istio_cni_plugin_requests_total", {"event=\"cmdadd\""}), 0);
+
+  // A namespace the agent's policy does not enroll: the agent is asked and declines (200,
+  // enrolled false), and the pod is just as untouched.
+  auto other = c().add_pod(2, "otherpod", "other");
+  ASSERT_EQ(other.exit_code, 0) << other.describe();
+  EXPECT_EQ(other.out, "198.19.2.11\n");
+  EXPECT_FALSE(has(c().nft_ruleset(c().pod_netns("otherpod")), "meshnode"));
+  EXPECT_TRUE(c().listeners(c().pod_netns("otherpod")).empty());
+  EXPECT_EQ(metric_sum(c().node_metrics(2, 15014), "istio_cni_plugin_requests_total",
+                       {"event=\"cmdadd\"", "response_code=\"200\""}),
+            1);
+  EXPECT_EQ(gauge(c().node_metrics(2, 15014), "meshnode_agent_enrolled_pods"), 0);
 }
 
 // DEL (meshnode-cni then bridge, netns still there): rules and proxy listeners are gone.

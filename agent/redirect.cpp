@@ -8,6 +8,7 @@
 
 #include "agent/exec.hpp"
 #include "agent/policy_routing.hpp"
+#include "base/deleter.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -16,14 +17,7 @@ using base::Errc;
 using base::fail;
 using base::Result;
 
-template <auto Fn>
-struct Deleter {
-  template <class T>
-  void operator()(T* p) const {
-    Fn(p);
-  }
-};
-using NftCtxPtr = std::unique_ptr<nft_ctx, Deleter<&nft_ctx_free>>;
+using NftCtxPtr = std::unique_ptr<nft_ctx, base::Deleter<&nft_ctx_free>>;
 
 struct NftRun {
   int rc = 0;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/deleter.hpp"
 #include "base/error.hpp"
 
 namespace meshnode::tls {
@@ -22,15 +23,7 @@ using base::Error;
 using base::fail;
 using base::Result;
 
-/// Calls an OpenSSL `*_free` function as a `unique_ptr` deleter. Stateless, so the pointer stays
-/// one word wide.
-template <auto Fn>
-struct Deleter {
-  template <class T>
-  void operator()(T* p) const {
-    Fn(p);
-  }
-};
+using base::Deleter;
 
 /// `sk_X509_pop_free(s, X509_free)` as a plain function: the sk_ helpers are macros/inlines and
 /// cannot be template arguments.

@@ -12,6 +12,7 @@ packages=(
   # tests and demo: real peers and real network plumbing
   iproute2 nftables iptables curl socat python3 openssl iperf3 procps
   containernetworking-plugins
+  stunnel4 haproxy nghttp2-proxy nodejs
   podman runc busybox-static
 )
 

@@ -1,0 +1,523 @@
+// benchnet: tiny load / helper tool for bench/run.sh (network namespaces only).
+// Servers listen on $BENCHNET_LISTEN (default 0.0.0.0).
+//
+//   benchnet echo PORT                              epoll echo server on PORT
+//   benchnet rr HOST PORT SECS SIZE [WARMUP_S]      1 connection, ping-pong SIZE bytes; prints
+//                                                   "n=.. p50_us=.. p90_us=.. p99_us=.. p999_us=.. mean_us=.. max_us=.."
+//   benchnet cps HOST PORT SECS SIZE THREADS        THREADS closed loops of connect/send/recv/close;
+//                                                   prints "conns=.. errors=.. cps=.. p50_us=.. p99_us=.."
+//   benchnet connect-proxy PORT                     HTTP/1.1 CONNECT forward proxy (thread per connection,
+//                                                   splice relay); used behind nghttpx --http2-proxy
+//   benchnet waitport HOST PORT TIMEOUT_S           exit 0 once a TCP connect succeeds
+//   benchnet http-server PORT                       epoll HTTP/1.1 keep-alive server: reads a request
+//                                                   (headers + Content-Length body), answers 200 "ok"
+//   benchnet http-load HOST PORT SECS RATE CONNS SIZE
+//                                                   fixed-rate load: CONNS keep-alive connections, each
+//                                                   sending POSTs with a SIZE-byte body at RATE/CONNS per
+//                                                   second on a fixed schedule; prints
+//                                                   "reqs=.. errors=.. rps=.. p50_us=.. p99_us=.."
+//
+// Every loop is bounded by SECS (plus socket timeouts of a few seconds).
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+static void die(const char *m) {
+  perror(m);
+  exit(2);
+}
+static void nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+static void timeouts(int fd, int secs) {
+  struct timeval tv = {secs, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+static int resolve(const char *host, int port, struct sockaddr_in *sa) {
+  memset(sa, 0, sizeof *sa);
+  sa->sin_family = AF_INET;
+  sa->sin_port = htons(port);
+  if (inet_pton(AF_INET, host, &sa->sin_addr) == 1) return 0;
+  struct addrinfo hints = {0}, *res = NULL;
+  hints.ai_family = AF_INET;
+  if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) return -1;
+  sa->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return 0;
+}
+static int dial(const struct sockaddr_in *sa) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeouts(fd, 5);
+  if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
+    close(fd);
+    return -1;
+  }
+  nodelay(fd);
+  return fd;
+}
+static int listen_on(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in sa;
+  const char *lh = getenv("BENCHNET_LISTEN");
+  resolve(lh && *lh ? lh : "0.0.0.0", port, &sa);
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("bind");
+  if (listen(fd, 4096) < 0) die("listen");
+  return fd;
+}
+static int write_all(int fd, const char *b, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+static int read_all(int fd, char *b, size_t n) {
+  while (n) {
+    ssize_t r = read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    b += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+static double pct(uint32_t *v, size_t n, double p) {
+  if (!n) return 0;
+  size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+  return v[i] / 1000.0;
+}
+
+/* ---------------- echo server ---------------- */
+static int echo_main(int port) {
+  int lfd = listen_on(port);
+  fcntl(lfd, F_SETFL, O_NONBLOCK);
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
+  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  static char buf[65536];
+  struct epoll_event evs[256];
+  for (;;) {
+    int n = epoll_wait(ep, evs, 256, -1);
+    for (int i = 0; i < n; i++) {
+      int fd = evs[i].data.fd;
+      if (fd == lfd) {
+        for (;;) {
+          int c = accept4(lfd, NULL, NULL, 0);
+          if (c < 0) break;
+          nodelay(c);
+          timeouts(c, 5);
+          struct epoll_event e2 = {.events = EPOLLIN, .data.fd = c};
+          epoll_ctl(ep, EPOLL_CTL_ADD, c, &e2);
+        }
+        continue;
+      }
+      ssize_t r = read(fd, buf, sizeof buf);
+      if (r <= 0 || write_all(fd, buf, (size_t)r) < 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---------------- request/response latency ---------------- */
+static int rr_main(const char *host, int port, double secs, int size, double warm) {
+  struct sockaddr_in sa;
+  if (resolve(host, port, &sa) < 0) die("resolve");
+  int fd = dial(&sa);
+  if (fd < 0) die("connect");
+  char *b = calloc(1, size), *r = malloc(size);
+  size_t cap = 1 << 20, n = 0;
+  uint32_t *v = malloc(cap * sizeof *v);
+  double t0 = now_s(), tw = t0 + warm, te = tw + secs;
+  double sum = 0;
+  for (;;) {
+    uint64_t a = now_ns();
+    if (write_all(fd, b, size) < 0 || read_all(fd, r, size) < 0) {
+      fprintf(stderr, "rr: io error after %zu samples: %s\n", n, strerror(errno));
+      return 1;
+    }
+    uint64_t d = now_ns() - a;
+    double t = now_s();
+    if (t >= te) break;
+    if (t < tw) continue;
+    if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+    v[n++] = d > 0xffffffffu ? 0xffffffffu : (uint32_t)d;
+    sum += d;
+  }
+  close(fd);
+  qsort(v, n, sizeof *v, cmp_u32);
+  printf("n=%zu p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f mean_us=%.1f max_us=%.1f\n", n,
+         pct(v, n, .5), pct(v, n, .9), pct(v, n, .99), pct(v, n, .999), n ? sum / n / 1000 : 0,
+         n ? v[n - 1] / 1000.0 : 0);
+  return n ? 0 : 1;
+}
+
+/* ---------------- connections per second ---------------- */
+struct cps_arg {
+  struct sockaddr_in sa;
+  double end;
+  int size;
+  size_t ok, err, cap;
+  uint32_t *lat;
+};
+static void *cps_thread(void *p) {
+  struct cps_arg *a = p;
+  char *b = calloc(1, a->size), *r = malloc(a->size);
+  while (now_s() < a->end) {
+    uint64_t t = now_ns();
+    int fd = dial(&a->sa);
+    if (fd < 0 || write_all(fd, b, a->size) < 0 || read_all(fd, r, a->size) < 0) {
+      if (fd >= 0) close(fd);
+      a->err++;
+      usleep(1000);
+      continue;
+    }
+    close(fd);
+    uint64_t d = now_ns() - t;
+    if (a->ok == a->cap) a->lat = realloc(a->lat, (a->cap = a->cap ? a->cap * 2 : 65536) * sizeof *a->lat);
+    a->lat[a->ok++] = d > 0xffffffffu ? 0xffffffffu : (uint32_t)d;
+  }
+  return NULL;
+}
+static int cps_main(const char *host, int port, double secs, int size, int threads) {
+  struct cps_arg *a = calloc(threads, sizeof *a);
+  pthread_t *th = calloc(threads, sizeof *th);
+  double t0 = now_s();
+  for (int i = 0; i < threads; i++) {
+    if (resolve(host, port, &a[i].sa) < 0) die("resolve");
+    a[i].end = t0 + secs;
+    a[i].size = size;
+    pthread_create(&th[i], NULL, cps_thread, &a[i]);
+  }
+  size_t ok = 0, err = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    ok += a[i].ok;
+    err += a[i].err;
+  }
+  double el = now_s() - t0;
+  uint32_t *v = malloc((ok + 1) * sizeof *v);
+  size_t k = 0;
+  for (int i = 0; i < threads; i++)
+    for (size_t j = 0; j < a[i].ok; j++) v[k++] = a[i].lat[j];
+  qsort(v, k, sizeof *v, cmp_u32);
+  printf("conns=%zu errors=%zu cps=%.0f p50_us=%.1f p99_us=%.1f\n", ok, err, ok / el, pct(v, k, .5),
+         pct(v, k, .99));
+  return ok ? 0 : 1;
+}
+
+/* ---------------- HTTP/1.1 CONNECT proxy ---------------- */
+struct relay_arg {
+  int in, out;
+};
+static void relay(int in, int out) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return;
+  fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+  for (;;) {
+    ssize_t n = splice(in, NULL, p[1], NULL, 1 << 20, SPLICE_F_MOVE);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    while (n > 0) {
+      ssize_t m = splice(p[0], NULL, out, NULL, (size_t)n, SPLICE_F_MOVE);
+      if (m < 0 && errno == EINTR) continue;
+      if (m <= 0) goto done;
+      n -= m;
+    }
+  }
+done:
+  shutdown(out, SHUT_WR);
+  close(p[0]);
+  close(p[1]);
+}
+static void *relay_thread(void *p) {
+  struct relay_arg *a = p;
+  relay(a->in, a->out);
+  return NULL;
+}
+static void *conn_thread(void *p) {
+  int c = (int)(intptr_t)p, t = -1;
+  char hdr[8192];
+  size_t got = 0;
+  char *end = NULL;
+  nodelay(c);
+  while (!end && got < sizeof hdr - 1) {
+    ssize_t r = read(c, hdr + got, sizeof hdr - 1 - got);
+    if (r <= 0) goto out;
+    got += (size_t)r;
+    hdr[got] = 0;
+    end = strstr(hdr, "\r\n\r\n");
+  }
+  if (!end) goto out;
+  char host[256];
+  int port = 0;
+  if (sscanf(hdr, "CONNECT %255[^:]:%d ", host, &port) != 2) {
+    { static const char e[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"; write_all(c, e, sizeof e - 1); }
+    goto out;
+  }
+  struct sockaddr_in sa;
+  if (resolve(host, port, &sa) < 0 || (t = dial(&sa)) < 0) {
+    { static const char e[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"; write_all(c, e, sizeof e - 1); }
+    goto out;
+  }
+  struct timeval tv0 = {0, 0};
+  setsockopt(t, SOL_SOCKET, SO_RCVTIMEO, &tv0, sizeof tv0);
+  setsockopt(t, SOL_SOCKET, SO_SNDTIMEO, &tv0, sizeof tv0);
+  static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  if (write_all(c, ok, sizeof ok - 1) < 0) goto out;
+  size_t hlen = (size_t)(end + 4 - hdr);
+  if (got > hlen && write_all(t, hdr + hlen, got - hlen) < 0) goto out;
+  struct relay_arg back = {t, c};
+  pthread_t th;
+  if (pthread_create(&th, NULL, relay_thread, &back) != 0) goto out;
+  relay(c, t);
+  pthread_join(th, NULL);
+out:
+  if (t >= 0) close(t);
+  close(c);
+  return NULL;
+}
+static int connect_proxy_main(int port) {
+  int lfd = listen_on(port);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&at, 256 * 1024);
+  for (;;) {
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      usleep(1000);
+      continue;
+    }
+    pthread_t th;
+    if (pthread_create(&th, &at, conn_thread, (void *)(intptr_t)c) != 0) close(c);
+  }
+  return 0;
+}
+
+static int waitport_main(const char *host, int port, double secs) {
+  struct sockaddr_in sa;
+  if (resolve(host, port, &sa) < 0) return 2;
+  double end = now_s() + secs;
+  while (now_s() < end) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+      close(fd);
+      return 0;
+    }
+    close(fd);
+    usleep(50000);
+  }
+  return 1;
+}
+
+/* ---------------- HTTP/1.1 server (keep-alive, Content-Length bodies) ---------------- */
+struct hconn {
+  char *buf;
+  size_t len, cap;
+};
+static int http_server_main(int port) {
+  int lfd = listen_on(port);
+  fcntl(lfd, F_SETFL, O_NONBLOCK);
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
+  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  static struct hconn conns[65536];
+  static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok";
+  struct epoll_event evs[256];
+  for (;;) {
+    int n = epoll_wait(ep, evs, 256, -1);
+    for (int i = 0; i < n; i++) {
+      int fd = evs[i].data.fd;
+      if (fd == lfd) {
+        for (;;) {
+          int c = accept4(lfd, NULL, NULL, 0);
+          if (c < 0) break;
+          if (c >= 65536) { close(c); continue; }
+          nodelay(c);
+          conns[c].len = 0;
+          struct epoll_event e2 = {.events = EPOLLIN, .data.fd = c};
+          epoll_ctl(ep, EPOLL_CTL_ADD, c, &e2);
+        }
+        continue;
+      }
+      struct hconn *h = &conns[fd];
+      if (h->cap - h->len < 16384) {
+        h->cap = h->cap ? h->cap * 2 : 65536;
+        h->buf = realloc(h->buf, h->cap);
+      }
+      ssize_t r = read(fd, h->buf + h->len, h->cap - h->len - 1);
+      if (r <= 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        h->len = 0;
+        continue;
+      }
+      h->len += (size_t)r;
+      int bad = 0;
+      for (;;) {
+        h->buf[h->len] = 0;
+        char *end = strstr(h->buf, "\r\n\r\n");
+        if (!end) break;
+        size_t hl = (size_t)(end + 4 - h->buf), cl = 0;
+        char *p = strcasestr(h->buf, "\r\ncontent-length:");
+        if (p && p < end) cl = strtoul(p + 17, NULL, 10);
+        if (h->len < hl + cl) break;
+        if (write_all(fd, resp, sizeof resp - 1) < 0) { bad = 1; break; }
+        memmove(h->buf, h->buf + hl + cl, h->len - hl - cl);
+        h->len -= hl + cl;
+      }
+      if (bad) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        h->len = 0;
+      }
+    }
+  }
+  return 0;
+}
+
+/* ---------------- fixed-rate HTTP/1.1 load ---------------- */
+struct hl_arg {
+  struct sockaddr_in sa;
+  double start, end, interval;
+  int size;
+  const char *host;
+  size_t ok, err, cap;
+  uint32_t *lat;
+};
+static int read_response(int fd, char *buf, size_t cap) {
+  size_t got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    got += (size_t)r;
+    buf[got] = 0;
+    char *end = strstr(buf, "\r\n\r\n");
+    if (!end) continue;
+    size_t hl = (size_t)(end + 4 - buf), cl = 0;
+    char *p = strcasestr(buf, "\r\ncontent-length:");
+    if (p && p < end) cl = strtoul(p + 17, NULL, 10);
+    if (got >= hl + cl) return strncmp(buf, "HTTP/1.1 200", 12) == 0 ? 0 : -1;
+  }
+}
+static void *hl_thread(void *p) {
+  struct hl_arg *a = p;
+  char hdr[256];
+  int hl = snprintf(hdr, sizeof hdr,
+                    "POST /bench HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\n"
+                    "Content-Length: %d\r\n\r\n", a->host, a->size);
+  char *req = malloc((size_t)hl + a->size);
+  memcpy(req, hdr, (size_t)hl);
+  memset(req + hl, 'x', (size_t)a->size);
+  char resp[4096];
+  int fd = -1;
+  double next = a->start;
+  while (next < a->end) {
+    double t = now_s();
+    if (t < next) usleep((useconds_t)((next - t) * 1e6));
+    next += a->interval;
+    if (fd < 0 && (fd = dial(&a->sa)) < 0) { a->err++; continue; }
+    uint64_t t0 = now_ns();
+    if (write_all(fd, req, (size_t)hl + a->size) < 0 || read_response(fd, resp, sizeof resp) < 0) {
+      close(fd);
+      fd = -1;
+      a->err++;
+      continue;
+    }
+    uint64_t d = now_ns() - t0;
+    if (a->ok == a->cap) a->lat = realloc(a->lat, (a->cap = a->cap ? a->cap * 2 : 65536) * sizeof *a->lat);
+    a->lat[a->ok++] = d > 0xffffffffu ? 0xffffffffu : (uint32_t)d;
+  }
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+static int http_load_main(const char *host, int port, double secs, double rate, int conns, int size) {
+  struct hl_arg *a = calloc(conns, sizeof *a);
+  pthread_t *th = calloc(conns, sizeof *th);
+  double t0 = now_s() + 0.05;
+  for (int i = 0; i < conns; i++) {
+    if (resolve(host, port, &a[i].sa) < 0) die("resolve");
+    a[i].interval = conns / rate;
+    a[i].start = t0 + a[i].interval * i / conns;  /* stagger the connections */
+    a[i].end = t0 + secs;
+    a[i].size = size;
+    a[i].host = host;
+    pthread_create(&th[i], NULL, hl_thread, &a[i]);
+  }
+  size_t ok = 0, err = 0;
+  for (int i = 0; i < conns; i++) {
+    pthread_join(th[i], NULL);
+    ok += a[i].ok;
+    err += a[i].err;
+  }
+  double el = now_s() - t0;
+  uint32_t *v = malloc((ok + 1) * sizeof *v);
+  size_t k = 0;
+  for (int i = 0; i < conns; i++)
+    for (size_t j = 0; j < a[i].ok; j++) v[k++] = a[i].lat[j];
+  qsort(v, k, sizeof *v, cmp_u32);
+  printf("reqs=%zu errors=%zu rps=%.1f p50_us=%.1f p99_us=%.1f\n", ok, err, ok / el, pct(v, k, .5),
+         pct(v, k, .99));
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc >= 3 && !strcmp(argv[1], "echo")) return echo_main(atoi(argv[2]));
+  if (argc >= 6 && !strcmp(argv[1], "rr"))
+    return rr_main(argv[2], atoi(argv[3]), atof(argv[4]), atoi(argv[5]), argc > 6 ? atof(argv[6]) : 0.5);
+  if (argc >= 7 && !strcmp(argv[1], "cps"))
+    return cps_main(argv[2], atoi(argv[3]), atof(argv[4]), atoi(argv[5]), atoi(argv[6]));
+  if (argc >= 3 && !strcmp(argv[1], "connect-proxy")) return connect_proxy_main(atoi(argv[2]));
+  if (argc >= 3 && !strcmp(argv[1], "http-server")) return http_server_main(atoi(argv[2]));
+  if (argc >= 8 && !strcmp(argv[1], "http-load"))
+    return http_load_main(argv[2], atoi(argv[3]), atof(argv[4]), atof(argv[5]), atoi(argv[6]), atoi(argv[7]));
+  if (argc >= 5 && !strcmp(argv[1], "waitport")) return waitport_main(argv[2], atoi(argv[3]), atof(argv[4]));
+  fprintf(stderr,
+          "usage: benchnet echo PORT | rr HOST PORT SECS SIZE [WARMUP] | cps HOST PORT SECS SIZE THREADS |\n"
+          "       connect-proxy PORT | waitport HOST PORT TIMEOUT | http-server PORT |\n"
+          "       http-load HOST PORT SECS RATE CONNS SIZE\n");
+  return 2;
+}

@@ -40,6 +40,10 @@ wait_until() {
 # ccache_env: a persistent compiler cache shared by every build on this machine.
 ccache_env() {
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+  # Hash paths relative to the checkout, so a fresh clone elsewhere (CI) reuses earlier builds.
+  CCACHE_BASEDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  export CCACHE_BASEDIR
+  export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
   mkdir -p "$CCACHE_DIR"
 }
 

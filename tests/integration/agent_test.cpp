@@ -31,6 +31,7 @@
 #include "agent/exec.hpp"
 #include "agent/redirect.hpp"
 #include "integration/process.hpp"
+#include "integration/test_util.hpp"
 #include "nodeapi/zds.hpp"
 
 namespace meshnode::agent {
@@ -560,15 +561,6 @@ TEST_F(AgentEvents, BinaryServesHealthMetricsAndStopsOnSigterm) {
 // ---- with the real meshnode-proxy: ADD → listeners + HBONE traffic; agent restart; DEL ------------
 #ifdef MESHNODE_PROXY_BIN
 
-std::map<std::string, std::string> parse_env_file(const std::string& text) {
-  std::map<std::string, std::string> env;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (auto eq = line.find('='); eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
-
 // Two simulated nodes (scripts/cluster.sh without its own nft rules), one pod each, one
 // meshnode-proxy per node as a ZDS client of an in-process Agent per node.
 class AgentWithProxy : public AgentEvents {
@@ -582,7 +574,7 @@ class AgentWithProxy : public AgentEvents {
                           {}, 90s);
     ASSERT_TRUE(up && up->exit_code == 0) << (up ? up->err : up.error().message());
     cluster_up_ = true;
-    env_ = parse_env_file(integration::read_file((dir_ / "cluster.env").string()));
+    env_ = integration::parse_env(integration::read_file((dir_ / "cluster.env").string()));
     std::ofstream config(dir_ / "config.yaml");
     config << "workloads:\n";
     for (int n = 1; n <= 2; ++n) {

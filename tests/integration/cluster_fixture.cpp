@@ -24,50 +24,11 @@ namespace {
 
 constexpr auto kReadyTimeout = std::chrono::seconds(60);  // generous: ASan builds start slowly
 
-std::string random_prefix() {
-  std::random_device rd;
-  std::uniform_int_distribution<int> dist(0, 0xffffff);
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "mn-%06x", dist(rd));
-  return buf;
-}
 
-std::map<std::string, std::string> parse_env(const std::string& text) {
-  std::map<std::string, std::string> env;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (auto eq = line.find('='); eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
 
-std::string tail_lines(const std::string& text, int n) {
-  std::istringstream in(text);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
-  std::string out;
-  for (std::size_t i = lines.size() > std::size_t(n) ? lines.size() - n : 0; i < lines.size(); ++i) {
-    out += lines[i] + "\n";
-  }
-  return out;
-}
 
 }  // namespace
 
-double metric_sum(std::string_view text, std::string_view metric, const std::vector<std::string>& labels) {
-  double sum = 0;
-  std::istringstream in{std::string(text)};
-  const std::string head = std::string(metric) + "{";
-  for (std::string line; std::getline(in, line);) {
-    if (!line.starts_with(head)) continue;
-    bool all = true;
-    for (const auto& l : labels) all = all && line.find(l) != std::string::npos;
-    if (!all) continue;
-    const auto space = line.rfind(' ');
-    if (space != std::string::npos) sum += std::strtod(line.c_str() + space + 1, nullptr);
-  }
-  return sum;
-}
 
 std::string Cluster::tool(std::string_view name) {
   return std::string(MESHNODE_SOURCE_DIR) + "/tests/integration/tools/" + std::string(name);

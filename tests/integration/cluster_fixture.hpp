@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "integration/process.hpp"
+#include "integration/test_util.hpp"
 
 namespace meshnode::integration {
 
@@ -100,9 +101,6 @@ class Cluster {
   bool cluster_up_ = false;
 };
 
-/// Sum of the values of every series of `metric` (Prometheus text) that carries all `labels`
-/// (each given as `name="value"`). 0 when none matches.
-double metric_sum(std::string_view text, std::string_view metric, const std::vector<std::string>& labels);
 
 /// GoogleTest fixture owning one Cluster per test suite. Without root the tests skip visibly
 /// (GTEST_SKIP); with CI=true they fail instead. Derive and override SetUpTestSuite to pass

@@ -12,6 +12,7 @@
 #include "base/unique_fd.hpp"
 #include "fakes/zds_server.hpp"
 #include "integration/process.hpp"
+#include "integration/test_util.hpp"
 
 namespace meshnode::integration {
 
@@ -93,9 +94,6 @@ class ZdsCluster {
 std::string replay_snapshot(fakes::ZdsServer& agent, const std::vector<ZdsPod*>& pods,
                             std::chrono::seconds within = std::chrono::seconds(20));
 
-/// Sum of every series of `metric` (Prometheus text) carrying all `labels` (`name="value"`; a
-/// series without labels matches an empty list). 0 when none matches.
-double metric_total(std::string_view text, std::string_view metric, const std::vector<std::string>& labels);
 
 /// The `event` lines of a zds_peer.py stdout as (event, line) pairs: helpers to find fields.
 int count_events(const Process& p, std::string_view event);

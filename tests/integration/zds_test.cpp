@@ -90,7 +90,7 @@ TEST_F(ZdsTest, AddStartsListenersInPodNetnsAndDelRemovesThemAndClosesConnection
   // Traffic flows, over HBONE with the identities of the agent-enrolled pods.
   expect_round_trip(client);
   EXPECT_TRUE(eventually(seconds(10), [&] {
-    return metric_total(cluster().metrics(2), "istio_tcp_connections_opened_total",
+    return metric_sum(cluster().metrics(2), "istio_tcp_connections_opened_total",
                       {"reporter=\"destination\"", "connection_security_policy=\"mutual_tls\"",
                        "source_principal=\"spiffe://cluster.local/ns/default/sa/n1p0\"",
                        "destination_principal=\"spiffe://cluster.local/ns/default/sa/n2p0\""}) >= 1;
@@ -99,7 +99,7 @@ TEST_F(ZdsTest, AddStartsListenersInPodNetnsAndDelRemovesThemAndClosesConnection
   // A repeated Add of the same pod is a no-op: empty Ack, the open connection survives, the
   // listeners are not restarted. Both the same fd and a fresh fd of the same netns.
   Process hold = cluster().start_hold(client, server(), kEchoPort, "hold-client");
-  const double started_before = metric_total(cluster().metrics(1), "workload_manager_proxies_started_total", {});
+  const double started_before = metric_sum(cluster().metrics(1), "workload_manager_proxies_started_total", {});
   base::UniqueFd reopened(::open(("/var/run/netns/" + client.netns).c_str(), O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(reopened.valid());
   for (int fd : {client.fd.get(), reopened.get()}) {
@@ -112,7 +112,7 @@ TEST_F(ZdsTest, AddStartsListenersInPodNetnsAndDelRemovesThemAndClosesConnection
   EXPECT_TRUE(eventually(seconds(5), [&] { return count_events(hold, "pong") >= pongs + 5; }))
       << "the held connection stopped echoing after a repeated Add: " << hold.stdout_text();
   EXPECT_EQ(count_events(hold, "closed"), 0) << hold.stdout_text();
-  EXPECT_EQ(metric_total(cluster().metrics(1), "workload_manager_proxies_started_total", {}), started_before)
+  EXPECT_EQ(metric_sum(cluster().metrics(1), "workload_manager_proxies_started_total", {}), started_before)
       << "a repeated Add restarted the pod's listeners";
   EXPECT_EQ(cluster().readiness(1), 200);
 

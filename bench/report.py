@@ -137,8 +137,8 @@ def main():
       f"{env.get('http_size', '?')} B bodies over {env.get('http_conns', '?')} keep-alive connections for "
       f"{env.get('t_http', '?')} s. Peers: TLS 1.3 pinned to {env.get('suite', '?')}, ECDSA P-256 certificates "
       f"with SPIFFE URI SANs, mutual verification (as the shared peer harness). meshnode uses its built-in "
-      f"P-256 CA and its own fixed suite list (TLS_AES_256_GCM_SHA384 first, so it negotiates AES-256-GCM: "
-      f"slightly more crypto per byte than the peers).")
+      f"P-256 CA and its own fixed suite list (TLS_AES_128_GCM_SHA256 first, so it negotiates the same "
+      f"AES-128-GCM as the peers).")
     w("")
     w("**Topology** (why one `direct` serves every case): meshnode needs pods and nodes (in-pod nft "
       "capture), so instead of running the peers on one netns loopback as the shared peer harness does, "

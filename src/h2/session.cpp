@@ -3,6 +3,7 @@
 #include "net/awaitable.hpp"
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
@@ -21,8 +22,10 @@ using base::fail;
 
 // Bytes of frames gathered before one socket write: large enough for full TLS records and few
 // syscalls, small enough to keep latency and memory per connection low.
-constexpr std::size_t kWriteBatch = 64 * 1024;
+constexpr std::size_t kWriteBatch = 256 * 1024;
 constexpr std::size_t kReadBuffer = 32 * 1024;
+// Plaintext bytes the reader hands to nghttp2 before it lets other coroutines run.
+constexpr std::size_t kReadYield = 128 * 1024;
 
 Session* self_of(void* user) { return static_cast<Session*>(user); }
 
@@ -295,12 +298,21 @@ void Session::abort(std::string_view reason) {
 
 asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/) {
   std::vector<std::uint8_t> buf(kReadBuffer);
+  std::size_t since_yield = 0;
   while (!dead_) {
+    if (since_yield >= kReadYield) {
+      // Let the streams' consumers run: they copy what was just decrypted while it is still in
+      // cache, and the queues (memory) stay small instead of filling the flow-control windows.
+      since_yield = 0;
+      co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+      if (dead_) break;
+    }
     auto n = co_await socket_.read_some(std::as_writable_bytes(std::span(buf)));
     if (!n || *n == 0) {
       abort(!n ? n.error().message() : "peer closed the connection");
       break;
     }
+    since_yield += *n;
     ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), *n);
     if (rv < 0) {
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
@@ -317,15 +329,24 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
       abort(std::string("HTTP/2 send error: ") + nghttp2_strerror(rv));
       break;
     }
+    if (out_.empty() && socket_.has_pending_output()) {
+      // Ciphertext a read produced (a TLS KeyUpdate answer) that the socket did not take then.
+      auto flushed = co_await socket_.write_all({});
+      if (!flushed) {
+        abort("write failed: " + flushed.error().message());
+        break;
+      }
+      continue;
+    }
     if (out_.empty()) {
       if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
         abort("HTTP/2 connection finished");
         break;
       }
-      if (out_.capacity() > 2 * kWriteBatch) std::vector<std::byte>().swap(out_);
       co_await write_signal_.wait();
       continue;
     }
+    wrote_since_tick_ = true;
     auto written = co_await socket_.write_all(out_);
     out_.clear();
     if (!written) {
@@ -340,6 +361,12 @@ asio::awaitable<void> Session::keepalive_loop(std::shared_ptr<Session> /*keep_al
     keepalive_timer_.expires_after(settings_.ping_interval);
     co_await keepalive_timer_.async_wait(kNoThrow);
     if (dead_) break;
+    // Buffers grow with traffic; a connection idle for a whole interval gives them back.
+    if (!wrote_since_tick_ && out_.empty()) {
+      std::vector<std::byte>().swap(out_);
+      socket_.release_idle_buffers();
+    }
+    wrote_since_tick_ = false;
     auto now = std::chrono::steady_clock::now();
     if (ping_outstanding_) {
       if (now - ping_sent_ >= settings_.ping_timeout) {

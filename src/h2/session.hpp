@@ -170,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::steady_timer keepalive_timer_;
   std::chrono::steady_clock::time_point ping_sent_{};
   bool ping_outstanding_ = false;
+  bool wrote_since_tick_ = false;
   bool dead_ = false;
   bool goaway_ = false;
   bool draining_ = false;

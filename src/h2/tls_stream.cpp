@@ -2,6 +2,9 @@
 
 #include <openssl/err.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <utility>
@@ -15,6 +18,15 @@ using base::Errc;
 
 // Enough for a few full records per recv(): with read-ahead OpenSSL reads up to this much at once.
 constexpr std::size_t kReadAhead = 64 * 1024;
+// write_all() encrypts at most this much plaintext before sending it: bounds out_ and keeps the
+// socket busy while the next piece is encrypted.
+constexpr std::size_t kWritePiece = 256 * 1024;
+
+long out_bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+int out_bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
 
 std::string drain_errors() {
   std::string out;
@@ -29,10 +41,48 @@ std::string drain_errors() {
 
 }  // namespace
 
+int TlsStream::bio_write(BIO* bio, const char* data, std::size_t len, std::size_t* written) {
+  auto* self = static_cast<TlsStream*>(BIO_get_data(bio));
+  const auto* p = reinterpret_cast<const std::byte*>(data);
+  self->out_.insert(self->out_.end(), p, p + len);
+  *written = len;
+  return 1;
+}
+
+namespace {
+
+// Created once; OpenSSL keeps a pointer to it in every BIO made from it, so it is never freed.
+BIO_METHOD* out_bio_method(int (*write)(BIO*, const char*, std::size_t, std::size_t*)) {
+  static BIO_METHOD* const method = [write] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "meshnode TLS output buffer");
+    if (m != nullptr) {
+      BIO_meth_set_write_ex(m, write);
+      BIO_meth_set_ctrl(m, &out_bio_ctrl);
+      BIO_meth_set_create(m, &out_bio_create);
+    }
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
 TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL* ssl) : socket_(std::move(socket)), ssl_(ssl) {
   std::error_code ignored;
   socket_.native_non_blocking(true, ignored);
-  SSL_set_fd(ssl_, static_cast<int>(socket_.native_handle()));
+  int fd = static_cast<int>(socket_.native_handle());
+  BIO_METHOD* method = out_bio_method(&TlsStream::bio_write);
+  BIO* rbio = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* wbio = method != nullptr ? BIO_new(method) : nullptr;
+  if (rbio != nullptr && wbio != nullptr) {
+    SSL_set_bio(ssl_, rbio, wbio);
+    bind_bio();
+  } else {
+    // Out of memory: fall back to OpenSSL writing the socket itself (one send per record).
+    BIO_free(rbio);
+    BIO_free(wbio);
+    SSL_set_fd(ssl_, fd);
+  }
   SSL_set_read_ahead(ssl_, 1);
   SSL_set_default_read_buffer_len(ssl_, kReadAhead);
   SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE);
@@ -41,7 +91,53 @@ TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL* ssl) : socket_(std::move
 }
 
 TlsStream::TlsStream(TlsStream&& other) noexcept
-    : socket_(std::move(other.socket_)), ssl_(std::exchange(other.ssl_, nullptr)) {}
+    : socket_(std::move(other.socket_)),
+      ssl_(std::exchange(other.ssl_, nullptr)),
+      out_(std::move(other.out_)),
+      out_head_(std::exchange(other.out_head_, 0)) {
+  bind_bio();
+}
+
+void TlsStream::bind_bio() noexcept {
+  if (ssl_ == nullptr) return;
+  BIO* wbio = SSL_get_wbio(ssl_);
+  if (wbio != nullptr && BIO_method_type(wbio) != BIO_TYPE_SOCKET) BIO_set_data(wbio, this);
+}
+
+std::optional<base::Error> TlsStream::try_send(const char* what) {
+  while (out_head_ < out_.size()) {
+    if (!socket_.is_open()) return base::Error{Errc::kClosed, std::string(what) + ": socket closed"};
+    ssize_t n = ::send(socket_.native_handle(), out_.data() + out_head_, out_.size() - out_head_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_head_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::nullopt;
+    int e = n < 0 ? errno : EPIPE;
+    if (e == ECONNRESET || e == EPIPE) return base::Error{Errc::kReset, what, std::error_code(e, std::system_category())};
+    return base::Error{Errc::kIo, what, std::error_code(e, std::system_category())};
+  }
+  out_head_ = 0;
+  out_.clear();
+  return std::nullopt;
+}
+
+void TlsStream::release_idle_buffers() noexcept {
+  if (!has_pending_output()) {
+    std::vector<std::byte>().swap(out_);
+    out_head_ = 0;
+  }
+}
+
+asio::awaitable<std::optional<base::Error>> TlsStream::flush(std::size_t keep, const char* what) {
+  for (;;) {
+    if (auto error = try_send(what)) co_return error;
+    if (out_.size() - out_head_ <= keep) co_return std::nullopt;
+    auto [ec] = co_await socket_.async_wait(asio::ip::tcp::socket::wait_write, net::kNoThrow);
+    if (ec) co_return base::Error{Errc::kClosed, std::string(what) + ": socket closed", ec};
+  }
+}
 
 TlsStream::~TlsStream() {
   if (ssl_ != nullptr) SSL_free(ssl_);
@@ -85,6 +181,11 @@ asio::awaitable<base::Result<void>> TlsStream::handshake(Role role) {
     ERR_clear_error();
     int ret = SSL_do_handshake(ssl_);
     int saved_errno = errno;
+    // Each flight goes out before waiting for the peer's answer to it.
+    if (auto error = co_await flush(0, "TLS handshake")) {
+      error->code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
+      co_return std::unexpected(std::move(*error));
+    }
     if (ret == 1) co_return base::Result<void>{};
     if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS handshake")) {
       if (error->code == Errc::kClosed || error->code == Errc::kReset || error->code == Errc::kIo) {
@@ -101,6 +202,9 @@ asio::awaitable<base::Result<std::size_t>> TlsStream::read_some(std::span<std::b
     std::size_t got = 0;
     int ret = SSL_read_ex(ssl_, buf.data(), buf.size(), &got);
     int saved_errno = errno;
+    // A read may answer the peer (KeyUpdate): send it now if the socket takes it; a send error
+    // is left for the next write to report, the read reports its own.
+    if (has_pending_output()) (void)try_send("TLS read");
     if (ret == 1) co_return got;
     if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS read")) {
       if (error->code == Errc::kClosed && socket_.is_open()) co_return std::size_t{0};  // clean end
@@ -113,14 +217,18 @@ asio::awaitable<base::Result<void>> TlsStream::write_all(std::span<const std::by
   while (!data.empty()) {
     ERR_clear_error();
     std::size_t written = 0;
-    int ret = SSL_write_ex(ssl_, data.data(), data.size(), &written);
+    int ret = SSL_write_ex(ssl_, data.data(), std::min(data.size(), kWritePiece), &written);
     int saved_errno = errno;
     if (ret == 1) {
       data = data.subspan(written);
+      if (out_.size() - out_head_ >= kWritePiece) {
+        if (auto error = co_await flush(0, "TLS write")) co_return std::unexpected(std::move(*error));
+      }
       continue;
     }
     if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS write")) co_return std::unexpected(std::move(*error));
   }
+  if (auto error = co_await flush(0, "TLS write")) co_return std::unexpected(std::move(*error));
   co_return base::Result<void>{};
 }
 

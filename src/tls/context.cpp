@@ -8,7 +8,9 @@
 namespace meshnode::tls {
 namespace {
 
-constexpr const char* kCiphersuites = "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256";
+// ztunnel's two suites; AES-128 first because it costs ~30 % less CPU per byte (measured in
+// bench/), and SSL_OP_CIPHER_SERVER_PREFERENCE makes our order win when a peer lists AES-256 first.
+constexpr const char* kCiphersuites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384";
 constexpr const char* kGroups = "X25519:P-256:P-384";
 constexpr std::string_view kAlpnH2 = "h2";
 // Wire form of the ALPN list: one length-prefixed entry.
@@ -87,7 +89,7 @@ Result<void> apply_protocol_settings(SSL_CTX* ctx) {
   }
   // No resumption on either side: identities are checked on every connection.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_CIPHER_SERVER_PREFERENCE);
   // Idle HBONE connections are long-lived; releasing read/write buffers saves ~34 KiB each.
   // NO_AUTO_CHAIN: present exactly leaf + ck.chain (research §2.1: never the root); otherwise
   // OpenSSL rebuilds the chain from the trust store and sends the root on every handshake.

@@ -105,8 +105,7 @@ TEST_F(Handshake, MutualTls13WithH2AndIdentities) {
   EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(proto), len), "h2");
   SSL_get0_alpn_selected(c.server.get(), &proto, &len);
   EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(proto), len), "h2");
-  std::string_view cipher = SSL_get_cipher_name(c.client.get());
-  EXPECT_TRUE(cipher == "TLS_AES_256_GCM_SHA384" || cipher == "TLS_AES_128_GCM_SHA256") << cipher;
+  EXPECT_STREQ(SSL_get_cipher_name(c.client.get()), "TLS_AES_128_GCM_SHA256");
   EXPECT_EQ(SSL_session_reused(c.client.get()), 0);
   // Each side presents its leaf only (no intermediates here, never the root).
   EXPECT_EQ(sk_X509_num(SSL_get_peer_cert_chain(c.client.get())), 1);
@@ -121,6 +120,23 @@ TEST_F(Handshake, MutualTls13WithH2AndIdentities) {
   auto seen_by_client = verify_server_identity(c.client.get(), expected);
   ASSERT_TRUE(seen_by_client) << seen_by_client.error().message();
   EXPECT_EQ(*seen_by_client, server_id_);
+}
+
+// ztunnel (rustls) lists AES-256-GCM first; our server's order decides, so such a client still
+// gets AES-128-GCM, and a client offering only AES-256-GCM is still served.
+TEST_F(Handshake, ServerOrderPicksAes128EvenWhenClientPrefersAes256) {
+  ASSERT_EQ(SSL_CTX_set_ciphersuites(client_ctx_.get(), "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"), 1);
+  Connection both = handshake(client_ctx_.get(), server_ctx_.get());
+  ASSERT_TRUE(both.ok());
+  EXPECT_STREQ(SSL_get_cipher_name(both.server.get()), "TLS_AES_128_GCM_SHA256");
+
+  ASSERT_EQ(SSL_CTX_set_ciphersuites(client_ctx_.get(), "TLS_AES_256_GCM_SHA384"), 1);
+  Connection only256 = handshake(client_ctx_.get(), server_ctx_.get());
+  ASSERT_TRUE(only256.ok());
+  EXPECT_STREQ(SSL_get_cipher_name(only256.server.get()), "TLS_AES_256_GCM_SHA384");
+
+  ASSERT_EQ(SSL_CTX_set_ciphersuites(client_ctx_.get(), "TLS_CHACHA20_POLY1305_SHA256"), 1);
+  EXPECT_FALSE(handshake(client_ctx_.get(), server_ctx_.get()).ok());
 }
 
 TEST_F(Handshake, ClientRejectsUnexpectedServerIdentity) {

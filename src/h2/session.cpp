@@ -76,6 +76,10 @@ asio::awaitable<base::Result<std::size_t>> Stream::read_some(std::span<std::byte
   }
 }
 
+asio::awaitable<void> Stream::wait_readable() {
+  while (recv_.empty() && !reset_ && !recv_eof_ && !closed_) co_await readable_.wait();
+}
+
 asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte> data) {
   while (!data.empty()) {
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed while writing");

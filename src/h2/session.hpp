@@ -55,6 +55,7 @@ class Stream final : public net::ByteStream {
   asio::awaitable<base::Result<void>> shutdown_write() override;
   /// Sends RST_STREAM(CONNECT_ERROR) unless already closed; wakes pending reads and writes.
   void reset() override;
+  asio::awaitable<void> wait_readable() override;
 
   [[nodiscard]] std::int32_t id() const noexcept { return id_; }
   /// Request headers (server side) or response headers (client side), pseudo-headers included.

@@ -1,6 +1,10 @@
 #include "net/byte_stream.hpp"
 
 #include "net/awaitable.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -40,6 +44,19 @@ asio::awaitable<base::Result<void>> TcpStream::shutdown_write() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
   if (ec && ec != asio::error::not_connected) co_return std::unexpected(to_error(ec, "tcp shutdown"));
   co_return base::Result<void>{};
+}
+
+asio::awaitable<void> ByteStream::wait_readable() { co_return; }
+
+asio::awaitable<void> TcpStream::wait_readable() {
+  if (!socket_.is_open()) co_return;
+  // Peek first: Asio's epoll registration is edge-triggered, so readiness that arrived before
+  // this wait was queued (e.g. the request sent right after connect) would not wake it. Nothing
+  // runs on this thread between the peek and queuing the wait, so no edge is lost after it.
+  char byte;
+  ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) co_return;
+  co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, kNoThrow);
 }
 
 void TcpStream::reset() {

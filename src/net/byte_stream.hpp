@@ -26,6 +26,10 @@ class ByteStream {
   virtual asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) = 0;
   virtual asio::awaitable<base::Result<void>> shutdown_write() = 0;
   virtual void reset() = 0;
+  /// Completes once `read_some` would not wait (bytes, EOF, a reset or an error are pending).
+  /// Lets a reader allocate its buffer only when there is something to read: an idle connection
+  /// then holds no read buffer. The default completes at once (always correct, saves nothing).
+  virtual asio::awaitable<void> wait_readable();
 };
 
 /// ByteStream over a connected TCP socket. `reset()` closes with SO_LINGER 0 so the peer sees RST.
@@ -37,6 +41,7 @@ class TcpStream final : public ByteStream {
   asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) override;
   asio::awaitable<base::Result<void>> shutdown_write() override;
   void reset() override;
+  asio::awaitable<void> wait_readable() override;
 
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
 

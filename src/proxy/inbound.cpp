@@ -78,41 +78,51 @@ asio::awaitable<void> PodWorker::handle_hbone_connection(asio::ip::tcp::socket s
 asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream> stream,
                                                      std::shared_ptr<const hbone::InboundConnection> conn) {
   auto self = shared_from_this();
-  ConnectionRecord rec;
-  rec.direction = "inbound";
-  rec.src_addr = conn->peer;
-  rec.labels.reporter = "destination";
-  rec.labels.connection_security_policy = "mutual_tls";
-  rec.labels.source_principal = conn->peer_identity.to_string();
-  auto traceparent = stream->header("traceparent");
-  rec.id = traceparent.size() == 55 ? std::string(traceparent.substr(3, 32)) : next_trace_id();
-  std::unique_ptr<net::TcpStream> upstream;
+  // This frame lives as long as the connection: only what the copy and the closing log need.
+  // Checks, authorization and the upstream connect run in open_inbound_hbone (frame freed first).
+  InboundTunnel t;
   auto guard = tracker_.track([&] {
     stream->reset();
-    if (upstream) upstream->reset();
+    if (t.upstream) t.upstream->reset();
   });
+  if (!co_await open_inbound_hbone(t, guard, *stream, *conn)) co_return;
+  auto moved = co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent);
+  finish_inbound(t.rec, moved, t.closed_by_policy);
+}
+
+asio::awaitable<bool> PodWorker::open_inbound_hbone(InboundTunnel& t, ConnectionTracker::Guard& guard,
+                                                    h2::Stream& stream, const hbone::InboundConnection& conn) {
+  ConnectionRecord& rec = t.rec;
+  rec.direction = "inbound";
+  rec.src_addr = conn.peer;
+  rec.labels.reporter = "destination";
+  rec.labels.connection_security_policy = "mutual_tls";
+  rec.labels.source_principal = conn.peer_identity.to_string();
+  auto traceparent = stream.header("traceparent");
+  rec.id = traceparent.size() == 55 ? std::string(traceparent.substr(3, 32)) : next_trace_id();
 
   auto snapshot = shared_.state.load();
   if (auto local = snapshot->workload_by_uid(pod_->uid)) {
     set_destination(rec.labels, *local);
-    if (auto src = snapshot->workload_by_address(local->network, conn->peer.ip)) set_source(rec.labels, *src);
+    if (auto src = snapshot->workload_by_address(local->network, conn.peer.ip)) set_source(rec.labels, *src);
   }
   rec.labels.destination_principal = pod_->identity.to_string();
   // Every stream is counted once opened and once closed, rejected ones included.
-  auto counters = shared_.metrics.on_open(rec.labels);
+  t.counters = shared_.metrics.on_open(rec.labels);
 
   auto reject = [&](int status, base::Error error) {
-    if (status != 0) (void)stream->respond(status);  // 0: the stream is already gone
+    if (status != 0) (void)stream.respond(status);  // 0: the stream is already gone
     auto final_labels = rec.labels;
     final_labels.response_flags = response_flags_for(error);
     shared_.metrics.on_close(final_labels, true);
     rec.error = std::move(error);
     log_connection(rec);
+    return false;
   };
-  if (stream->header(":method") != "CONNECT") {
-    co_return reject(400, {base::Errc::kProtocol, "method " + std::string(stream->header(":method")) + " is not CONNECT"});
+  if (stream.header(":method") != "CONNECT") {
+    co_return reject(400, {base::Errc::kProtocol, "method " + std::string(stream.header(":method")) + " is not CONNECT"});
   }
-  rec.dst_hbone_addr = std::string(stream->header(":authority"));
+  rec.dst_hbone_addr = std::string(stream.header(":authority"));
   auto target = hbone::parse_authority(rec.dst_hbone_addr);
   if (!target) co_return reject(400, {base::Errc::kProtocol, target.error().context});
   if (!is_own_ip(target->ip)) {
@@ -122,20 +132,17 @@ asio::awaitable<void> PodWorker::handle_hbone_stream(std::shared_ptr<h2::Stream>
     co_return reject(503, {base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + rec.dst_hbone_addr});
   }
   rec.dst_addr = target->to_string();
-  auto decision = authorize_inbound(*snapshot, conn->peer, conn->peer_identity, *target, rec.id);
+  auto decision = authorize_inbound(*snapshot, conn.peer, conn.peer_identity, *target, rec.id);
   if (!decision.allowed) co_return reject(401, {base::Errc::kPolicyDenied, decision.reason});
-  std::optional<base::Error> closed_by_policy;
-  guard.set_recheck(recheck_for(conn->peer, conn->peer_identity, *target, rec.id, closed_by_policy));
-  auto connected = co_await connect_upstream(*target, &conn->peer.ip);
+  guard.set_recheck(recheck_for(conn.peer, conn.peer_identity, *target, rec.id, t.closed_by_policy));
+  auto connected = co_await connect_upstream(*target, &conn.peer.ip);
   if (!connected) co_return reject(503, connected.error());
-  upstream = std::make_unique<net::TcpStream>(std::move(*connected));
-  if (auto ok = stream->respond(200); !ok) {
-    upstream->reset();
+  t.upstream = std::make_unique<net::TcpStream>(std::move(*connected));
+  if (auto ok = stream.respond(200); !ok) {
+    t.upstream->reset();
     co_return reject(0, ok.error());
   }
-
-  auto moved = co_await copy_bidirectional(*stream, *upstream, counters.received, counters.sent);
-  finish_inbound(rec, moved, closed_by_policy);
+  co_return true;
 }
 
 void PodWorker::finish_inbound(ConnectionRecord& rec, Transferred& moved, std::optional<base::Error>& closed_by_policy) {

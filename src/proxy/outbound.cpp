@@ -130,31 +130,49 @@ asio::awaitable<void> PodWorker::handle_socks5(asio::ip::tcp::socket socket) {
 
 asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base::SocketAddr client,
                                                 base::SocketAddr target, bool socks5_reply) {
-  ConnectionRecord rec;
+  // This frame lives as long as the connection, so it holds only what the copy and the closing
+  // log need; routing and dialling run in open_outbound, whose (much larger) frame is freed first.
+  OutboundTunnel t;
+  auto guard = tracker_.track([&] {
+    downstream.reset();
+    if (t.tunnel) t.tunnel->reset();
+    if (t.plain) t.plain->reset();
+  });
+  if (!co_await open_outbound(t, downstream, client, target, socks5_reply)) co_return;
+  auto moved = co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent);
+  finish_outbound(t.rec, moved);
+}
+
+void PodWorker::finish_outbound(ConnectionRecord& rec, Transferred& moved) {
+  rec.bytes_recv = moved.downstream_to_upstream;
+  rec.bytes_sent = moved.upstream_to_downstream;
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(moved.error);
+  shared_.metrics.on_close(final_labels, is_failure(moved.error));
+  rec.error = std::move(moved.error);
+  log_connection(rec);
+}
+
+asio::awaitable<bool> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream& downstream, base::SocketAddr client,
+                                               base::SocketAddr target, bool socks5_reply) {
+  ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
   rec.id = next_trace_id();
   rec.labels.reporter = "source";
   rec.src_addr = client;
   rec.dst_addr = target.to_string();
-  std::shared_ptr<h2::Stream> tunnel;
-  std::unique_ptr<net::TcpStream> plain;
-  auto guard = tracker_.track([&] {
-    downstream.reset();
-    if (tunnel) tunnel->reset();
-    if (plain) plain->reset();
-  });
-  std::optional<admin::TcpMetrics::Handle> counters;
   // Every failure before the copy ends here: one reply (socks5), one open and one failed close in
   // the metrics, one log line.
-  auto refuse = [&](base::Error error) -> asio::awaitable<void> {
+  auto refuse = [&](base::Error error) -> asio::awaitable<bool> {
     if (socks5_reply) co_await downstream.write_all(socks5::make_reply(socks5_reply_for(error)));
     downstream.reset();
-    if (!counters) shared_.metrics.on_open(rec.labels);
+    if (!t.counters) shared_.metrics.on_open(rec.labels);
     auto final_labels = rec.labels;
     final_labels.response_flags = response_flags_for(error);
     shared_.metrics.on_close(final_labels, true);
     rec.error = std::move(error);
     log_connection(rec);
+    co_return false;
   };
 
   auto snapshot = shared_.state.load();
@@ -180,38 +198,29 @@ asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base
     rec.labels.destination_principal = route->destination->identity().to_string();
   }
   // Counted as opened once the route is decided, before dialling (as ztunnel does).
-  counters = shared_.metrics.on_open(rec.labels);
+  t.counters = shared_.metrics.on_open(rec.labels);
 
-  net::ByteStream* upstream = nullptr;
   if (route->kind == state::Route::Kind::kHbone) {
     hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
                             "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00"};
     hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
     auto stream = co_await pool_.connect(key, hbone::connect_headers(info));
     if (!stream) co_return co_await refuse(stream.error());
-    tunnel = *stream;
-    upstream = tunnel.get();
+    t.tunnel = *stream;
+    t.upstream = t.tunnel.get();
   } else {
     auto connected = co_await connect_upstream(route->next_hop);
     if (!connected) co_return co_await refuse(connected.error());
-    plain = std::make_unique<net::TcpStream>(std::move(*connected));
-    upstream = plain.get();
+    t.plain = std::make_unique<net::TcpStream>(std::move(*connected));
+    t.upstream = t.plain.get();
   }
   if (socks5_reply) {
     if (auto w = co_await downstream.write_all(socks5::make_reply(socks5::Reply::kSucceeded)); !w) {
-      upstream->reset();
+      t.upstream->reset();
       co_return co_await refuse(w.error());
     }
   }
-
-  auto moved = co_await copy_bidirectional(downstream, *upstream, counters->received, counters->sent);
-  rec.bytes_recv = moved.downstream_to_upstream;
-  rec.bytes_sent = moved.upstream_to_downstream;
-  auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(moved.error);
-  shared_.metrics.on_close(final_labels, is_failure(moved.error));
-  rec.error = std::move(moved.error);
-  log_connection(rec);
+  co_return true;
 }
 
 }  // namespace meshnode::proxy

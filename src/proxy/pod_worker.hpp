@@ -92,10 +92,35 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   /// With `socks5_reply` the RFC 1928 reply is written once the upstream is (or is not) reached.
   asio::awaitable<void> serve_outbound(net::TcpStream& downstream, base::SocketAddr client, base::SocketAddr target,
                                        bool socks5_reply);
+  /// What an outbound connection keeps while its bytes flow.
+  struct OutboundTunnel {
+    ConnectionRecord rec;
+    std::shared_ptr<h2::Stream> tunnel;
+    std::unique_ptr<net::TcpStream> plain;
+    std::optional<admin::TcpMetrics::Handle> counters;
+    net::ByteStream* upstream = nullptr;  ///< tunnel or plain
+  };
+  /// Routes, counts and dials; false when the connection was refused (then already reset,
+  /// counted and logged).
+  asio::awaitable<bool> open_outbound(OutboundTunnel& t, net::TcpStream& downstream, base::SocketAddr client,
+                                      base::SocketAddr target, bool socks5_reply);
+  /// Access log + closing metrics of an outbound connection after its copy ended.
+  void finish_outbound(ConnectionRecord& rec, Transferred& moved);
   asio::awaitable<void> handle_inbound_plaintext(asio::ip::tcp::socket socket);
   asio::awaitable<void> handle_hbone_connection(asio::ip::tcp::socket socket);
   asio::awaitable<void> handle_hbone_stream(std::shared_ptr<h2::Stream> stream,
                                             std::shared_ptr<const hbone::InboundConnection> conn);
+  /// What an inbound HBONE connection keeps while its bytes flow.
+  struct InboundTunnel {
+    ConnectionRecord rec;
+    std::unique_ptr<net::TcpStream> upstream;
+    std::optional<admin::TcpMetrics::Handle> counters;
+    std::optional<base::Error> closed_by_policy;  ///< set by the policy re-check
+  };
+  /// Validates the CONNECT, authorizes it, connects to the app and answers 200; false when the
+  /// stream was refused (then already answered, counted and logged).
+  asio::awaitable<bool> open_inbound_hbone(InboundTunnel& t, ConnectionTracker::Guard& guard, h2::Stream& stream,
+                                           const hbone::InboundConnection& conn);
   /// L4 authorization of an inbound connection to this pod (logs dry-run verdicts).
   [[nodiscard]] state::AuthzDecision authorize_inbound(const state::StateSnapshot& snapshot,
                                                        const base::SocketAddr& source,

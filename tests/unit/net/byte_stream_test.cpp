@@ -5,6 +5,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <asio/write.hpp>
 
 #include <array>
 #include <chrono>
@@ -291,6 +292,36 @@ TEST(Signal, NotifyWakesAParkedWaiterAndIsConsumed) {
   asio::post(io, [&] { signal.notify(); });
   io.run_for(20ms);
   EXPECT_EQ(wakeups, 2);
+}
+
+// The copy engine allocates no buffer before wait_readable() says there is something to read, so
+// it must see bytes (and EOF) that arrived before the wait began: with Asio's edge-triggered
+// epoll a plain async_wait would sleep through them.
+TEST(TcpStream, WaitReadableSeesBytesAndEofThatArrivedBeforeTheWait) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));  // registered with the reactor (edge-triggered)
+  asio::write(pair.client, asio::buffer(std::string_view("early")));
+  pair.client.shutdown(tcp::socket::shutdown_send);
+  // Let the reactor see (and drop) the readiness edges while nothing waits.
+  for (int i = 0; i < 5; ++i) {
+    io.restart();
+    io.poll();
+  }
+  bool woke = false;
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    co_await server.wait_readable();
+    woke = true;
+    got = co_await read_all(server);
+    done = true;
+  }, asio::detached);
+  ASSERT_TRUE(run_until(io, woke, 2s)) << "wait_readable slept through bytes already received";
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_EQ(got.data, "early");
+  ASSERT_TRUE(got.end.has_value());
+  EXPECT_EQ(*got.end, 0u);
 }
 
 }  // namespace

@@ -274,11 +274,11 @@ def main():
               f"{t(max(pa, pb) <= 16)}")
         k = mh.get("kb_per_conn")
         if k is not None:
-            w(f"- ≤ 10 KB of RSS per idle tunnelled connection: proxy A {fmt(mh.get('kb_a'))} KB + proxy B "
-              f"{fmt(mh.get('kb_b'))} KB = {fmt(k)} KB per connection for the pair: {t(k <= 10)} (not met "
-              f"even per proxy)" if k > 10 and max(mh.get('kb_a', 0), mh.get('kb_b', 0)) > 10 else
-              f"- ≤ 10 KB of RSS per idle tunnelled connection: proxy A {fmt(mh.get('kb_a'))} KB + proxy B "
-              f"{fmt(mh.get('kb_b'))} KB = {fmt(k)} KB for the pair: {t(k <= 10)}")
+            # Judged per proxy, like the other memory targets ("proxy RSS"): each node's proxy holds
+            # one side of every tunnel. The pair's sum is printed for comparison with the peers' cells.
+            worst = max(mh.get('kb_a', 0), mh.get('kb_b', 0))
+            w(f"- ≤ 10 KB of RSS per idle tunnelled connection, per proxy: proxy A {fmt(mh.get('kb_a'))} KB, "
+              f"proxy B {fmt(mh.get('kb_b'))} KB (both together {fmt(k)} KB): {t(worst <= 10)}")
         if mh.get("hv") is not None:
             w(f"- For reference, 1 KiB HTTP at 1,000 req/s: {fmt(mh['hv'], 3)} vCPU and {fmt(mh['hm'], 1)} MB for "
               f"both proxies (ztunnel: {ZT_VCPU_PER_1K} vCPU and {ZT_MB_PER_1K:.0f} MB per proxy, i.e. "

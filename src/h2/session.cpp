@@ -93,7 +93,7 @@ asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte>
     send_.append(data.first(n));
     data = data.subspan(n);
     nghttp2_session_resume_data(session_->session_, id_);
-    session_->signal_write();
+    session_->send_now();
   }
   co_return base::Result<void>{};
 }
@@ -103,7 +103,7 @@ asio::awaitable<base::Result<void>> Stream::shutdown_write() {
   if (!send_eof_) {
     send_eof_ = true;
     nghttp2_session_resume_data(session_->session_, id_);
-    session_->signal_write();
+    session_->send_now();
   }
   co_return base::Result<void>{};
 }
@@ -151,7 +151,7 @@ base::Result<void> Stream::respond(int status, const Headers& extra) {
     send_eof_ = true;
     if (!recv_eof_) deferred_rst_ = NGHTTP2_NO_ERROR;
   }
-  session_->signal_write();
+  session_->send_now();
   return {};
 }
 
@@ -251,7 +251,7 @@ base::Result<std::shared_ptr<Stream>> Session::open_stream(const Headers& header
   auto stream = std::make_shared<Stream>(shared_from_this(), id);
   streams_.emplace(id, stream);
   nghttp2_session_set_stream_user_data(session_, id, stream.get());
-  signal_write();
+  send_now();
   return stream;
 }
 
@@ -317,7 +317,9 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       break;
     }
     since_yield += *n;
+    in_nghttp2_ = true;
     ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), *n);
+    in_nghttp2_ = false;
     if (rv < 0) {
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
       break;
@@ -328,14 +330,18 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
 
 asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*/) {
   while (!dead_) {
+    in_nghttp2_ = true;
     int rv = nghttp2_session_send(session_);
+    in_nghttp2_ = false;
     if (rv != 0) {
       abort(std::string("HTTP/2 send error: ") + nghttp2_strerror(rv));
       break;
     }
     if (out_.empty() && socket_.has_pending_output()) {
-      // Ciphertext a read produced (a TLS KeyUpdate answer) that the socket did not take then.
+      // Ciphertext the socket did not take yet (send_now under backpressure, a KeyUpdate answer).
+      writing_ = true;
       auto flushed = co_await socket_.write_all({});
+      writing_ = false;
       if (!flushed) {
         abort("write failed: " + flushed.error().message());
         break;
@@ -351,12 +357,48 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
       continue;
     }
     wrote_since_tick_ = true;
+    writing_ = true;
     auto written = co_await socket_.write_all(out_);
+    writing_ = false;
     out_.clear();
     if (!written) {
       abort("write failed: " + written.error().message());
       break;
     }
+  }
+}
+
+void Session::send_now() {
+  if (dead_ || writing_ || in_nghttp2_) {
+    signal_write();
+    return;
+  }
+  in_nghttp2_ = true;
+  int rv = nghttp2_session_send(session_);
+  in_nghttp2_ = false;
+  if (rv != 0) {
+    abort(std::string("HTTP/2 send error: ") + nghttp2_strerror(rv));
+    return;
+  }
+  if (!out_.empty()) {
+    auto sent = socket_.write_now(out_);
+    if (!sent) {
+      out_.clear();
+      abort("write failed: " + sent.error().message());
+      return;
+    }
+    if (!*sent) {  // no output buffer to encrypt into: the write loop writes out_ itself
+      signal_write();
+      return;
+    }
+    wrote_since_tick_ = true;
+    out_.clear();
+  }
+  // The write loop takes over for backpressure, frames beyond one batch, and the end of the
+  // connection (it notices when nghttp2 wants neither to read nor to write).
+  if (socket_.has_pending_output() || nghttp2_session_want_write(session_) != 0 ||
+      nghttp2_session_want_read(session_) == 0) {
+    signal_write();
   }
 }
 

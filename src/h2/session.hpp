@@ -145,6 +145,9 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> write_loop(std::shared_ptr<Session> self);
   asio::awaitable<void> keepalive_loop(std::shared_ptr<Session> self);
   void signal_write() { write_signal_.notify(); }
+  /// Sends what nghttp2 has queued right now, from the caller's coroutine, when the write loop is
+  /// idle and no nghttp2 call is on the stack; otherwise (or on backpressure) wakes the loop.
+  void send_now();
   void consume(std::int32_t stream_id, std::size_t n);
   Stream* find(std::int32_t stream_id);
   void close_if_idle();
@@ -176,6 +179,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point ping_sent_{};
   bool ping_outstanding_ = false;
   bool wrote_since_tick_ = false;
+  bool writing_ = false;  ///< the write loop is inside socket_.write_all (it may be suspended there)
+  bool in_nghttp2_ = false;  ///< an nghttp2 call (and so maybe our callbacks) is on the stack
   bool dead_ = false;
   bool goaway_ = false;
   bool draining_ = false;

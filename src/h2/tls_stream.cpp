@@ -76,6 +76,7 @@ TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL* ssl) : socket_(std::move
   BIO* wbio = method != nullptr ? BIO_new(method) : nullptr;
   if (rbio != nullptr && wbio != nullptr) {
     SSL_set_bio(ssl_, rbio, wbio);
+    buffers_output_ = true;
     bind_bio();
   } else {
     // Out of memory: fall back to OpenSSL writing the socket itself (one send per record).
@@ -94,7 +95,8 @@ TlsStream::TlsStream(TlsStream&& other) noexcept
     : socket_(std::move(other.socket_)),
       ssl_(std::exchange(other.ssl_, nullptr)),
       out_(std::move(other.out_)),
-      out_head_(std::exchange(other.out_head_, 0)) {
+      out_head_(std::exchange(other.out_head_, 0)),
+      buffers_output_(other.buffers_output_) {
   bind_bio();
 }
 
@@ -121,6 +123,21 @@ std::optional<base::Error> TlsStream::try_send(const char* what) {
   out_head_ = 0;
   out_.clear();
   return std::nullopt;
+}
+
+base::Result<bool> TlsStream::write_now(std::span<const std::byte> data) {
+  if (!buffers_output_) return false;
+  while (!data.empty()) {
+    ERR_clear_error();
+    std::size_t written = 0;
+    if (SSL_write_ex(ssl_, data.data(), data.size(), &written) != 1) {
+      std::string queued = drain_errors();
+      return base::fail(Errc::kTlsHandshake, "TLS write: " + (queued.empty() ? std::string("TLS error") : queued));
+    }
+    data = data.subspan(written);
+  }
+  if (auto error = try_send("TLS write")) return std::unexpected(std::move(*error));
+  return true;
 }
 
 void TlsStream::release_idle_buffers() noexcept {

@@ -43,6 +43,12 @@ class TlsStream {
   /// Writes all of `data` as TLS records and waits until the socket has taken every byte of
   /// ciphertext queued so far (an empty `data` only flushes). Errors as read_some.
   asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data);
+  /// Encrypts all of `data` into the output buffer and sends what the socket takes now, without
+  /// waiting: the caller's latency-sensitive path (one small message) skips a coroutine switch.
+  /// Bytes the socket did not take stay queued (has_pending_output) for write_all. Returns false,
+  /// doing nothing, when OpenSSL writes the socket itself (no output buffer: use write_all).
+  /// Errc::kTlsHandshake on a TLS error, kReset/kIo/kClosed on a send error.
+  base::Result<bool> write_now(std::span<const std::byte> data);
   /// True while ciphertext waits for the socket (only after a read produced some, or an error).
   [[nodiscard]] bool has_pending_output() const noexcept { return out_head_ < out_.size(); }
   /// Frees the output buffer if nothing is queued (it keeps its capacity between writes, sized
@@ -74,6 +80,7 @@ class TlsStream {
   SSL* ssl_ = nullptr;
   std::vector<std::byte> out_;  ///< ciphertext not yet taken by the socket, from out_head_ on
   std::size_t out_head_ = 0;
+  bool buffers_output_ = false;  ///< our output BIO is installed (else OpenSSL writes the socket)
 };
 
 }  // namespace meshnode::h2

@@ -101,9 +101,7 @@ TlsStream::TlsStream(TlsStream&& other) noexcept
 }
 
 void TlsStream::bind_bio() noexcept {
-  if (ssl_ == nullptr) return;
-  BIO* wbio = SSL_get_wbio(ssl_);
-  if (wbio != nullptr && BIO_method_type(wbio) != BIO_TYPE_SOCKET) BIO_set_data(wbio, this);
+  if (ssl_ != nullptr && buffers_output_) BIO_set_data(SSL_get_wbio(ssl_), this);
 }
 
 std::optional<base::Error> TlsStream::try_send(const char* what) {
@@ -147,10 +145,10 @@ void TlsStream::release_idle_buffers() noexcept {
   }
 }
 
-asio::awaitable<std::optional<base::Error>> TlsStream::flush(std::size_t keep, const char* what) {
+asio::awaitable<std::optional<base::Error>> TlsStream::flush(const char* what) {
   for (;;) {
     if (auto error = try_send(what)) co_return error;
-    if (out_.size() - out_head_ <= keep) co_return std::nullopt;
+    if (!has_pending_output()) co_return std::nullopt;
     auto [ec] = co_await socket_.async_wait(asio::ip::tcp::socket::wait_write, net::kNoThrow);
     if (ec) co_return base::Error{Errc::kClosed, std::string(what) + ": socket closed", ec};
   }
@@ -199,7 +197,7 @@ asio::awaitable<base::Result<void>> TlsStream::handshake(Role role) {
     int ret = SSL_do_handshake(ssl_);
     int saved_errno = errno;
     // Each flight goes out before waiting for the peer's answer to it.
-    if (auto error = co_await flush(0, "TLS handshake")) {
+    if (auto error = co_await flush("TLS handshake")) {
       error->code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
       co_return std::unexpected(std::move(*error));
     }
@@ -239,13 +237,13 @@ asio::awaitable<base::Result<void>> TlsStream::write_all(std::span<const std::by
     if (ret == 1) {
       data = data.subspan(written);
       if (out_.size() - out_head_ >= kWritePiece) {
-        if (auto error = co_await flush(0, "TLS write")) co_return std::unexpected(std::move(*error));
+        if (auto error = co_await flush("TLS write")) co_return std::unexpected(std::move(*error));
       }
       continue;
     }
     if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS write")) co_return std::unexpected(std::move(*error));
   }
-  if (auto error = co_await flush(0, "TLS write")) co_return std::unexpected(std::move(*error));
+  if (auto error = co_await flush("TLS write")) co_return std::unexpected(std::move(*error));
   co_return base::Result<void>{};
 }
 

@@ -70,8 +70,8 @@ class TlsStream {
   /// Sends queued ciphertext without blocking. Returns the send error (ECONNRESET...), or
   /// nothing: then either all was sent or the socket is full.
   std::optional<base::Error> try_send(const char* what);
-  /// Sends queued ciphertext, waiting for writability, until at most `keep` bytes remain.
-  asio::awaitable<std::optional<base::Error>> flush(std::size_t keep, const char* what);
+  /// Sends all queued ciphertext, waiting for writability as needed.
+  asio::awaitable<std::optional<base::Error>> flush(const char* what);
   /// The write BIO's callback: appends OpenSSL's records to out_.
   static int bio_write(BIO* bio, const char* data, std::size_t len, std::size_t* written);
   void bind_bio() noexcept;

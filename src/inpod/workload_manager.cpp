@@ -11,6 +11,23 @@ constexpr auto kRetryInterval = std::chrono::seconds(5);
 
 std::string pending_task(const std::string& uid) { return "pod " + uid; }
 
+// What the proxy knows of a pod the snapshot does not describe: what enrolled it said (ZDS
+// WorkloadInfo or the command line) and its netns' own addresses. Captured by the agent's rules, so
+// it speaks HBONE; Kubernetes pods are "pod" workloads in the default cluster and network.
+state::Workload enrolled_workload(const std::string& uid, const WorkloadIdentity& who, const base::SpiffeId& identity,
+                                  const std::vector<base::IpAddr>& ips) {
+  state::Workload w;
+  w.uid = uid;
+  w.name = who.name;
+  w.ns = who.ns;
+  w.service_account = identity.service_account;
+  w.trust_domain = identity.trust_domain;
+  w.addresses = ips;
+  w.protocol = state::TunnelProtocol::kHbone;
+  w.workload_type = "pod";
+  return w;
+}
+
 }  // namespace
 
 WorkloadManager::WorkloadManager(Deps deps) : deps_(std::move(deps)), retry_timer_(deps_.control) {}
@@ -39,6 +56,8 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
     if (!ips) return std::unexpected(ips.error());
     pod->ips = std::move(*ips);
   }
+  pod->workload = workload ? workload
+                           : std::make_shared<const state::Workload>(enrolled_workload(uid, who, pod->identity, pod->ips));
   pod->netns = std::make_shared<const base::Netns>(std::move(netns));
   return pod;
 }

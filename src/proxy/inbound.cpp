@@ -16,7 +16,7 @@ namespace meshnode::proxy {
 state::AuthzDecision PodWorker::authorize_inbound(const state::StateSnapshot& snapshot, const base::SocketAddr& source,
                                                   const std::optional<base::SpiffeId>& identity,
                                                   const base::SocketAddr& destination, const std::string& id) const {
-  auto local = snapshot.workload_by_uid(pod_->uid);
+  auto local = local_workload(snapshot);
   auto decision = state::authorize(snapshot, {source, identity, destination, local.get()});
   // Dry-run policies never change the outcome; they only say what they would have done.
   for (const auto& key : decision.dry_run_denies) {
@@ -102,7 +102,7 @@ asio::awaitable<bool> PodWorker::open_inbound_hbone(InboundTunnel& t, Connection
   rec.id = traceparent.size() == 55 ? std::string(traceparent.substr(3, 32)) : next_trace_id();
 
   auto snapshot = shared_.state.load();
-  if (auto local = snapshot->workload_by_uid(pod_->uid)) {
+  if (auto local = local_workload(*snapshot)) {
     set_destination(rec.labels, *local);
     if (auto src = snapshot->workload_by_address(local->network, conn.peer.ip)) set_source(rec.labels, *src);
   }
@@ -176,7 +176,7 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
   rec.src_addr = *peer;
   rec.dst_addr = orig->to_string();
   auto snapshot = shared_.state.load();
-  if (auto local = snapshot->workload_by_uid(pod_->uid)) {
+  if (auto local = local_workload(*snapshot)) {
     set_destination(rec.labels, *local);
     if (auto src = snapshot->workload_by_address(local->network, peer->ip)) set_source(rec.labels, *src);
   }

@@ -138,7 +138,18 @@ asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base
     if (t.tunnel) t.tunnel->reset();
     if (t.plain) t.plain->reset();
   });
-  if (!co_await open_outbound(t, downstream, client, target, socks5_reply)) co_return;
+  auto opened = co_await open_outbound(t, downstream, client, target, socks5_reply);
+  if (!opened) {
+    if (socks5_reply) {
+      const auto reply = socks5::make_reply(socks5_reply_for(opened.error()));
+      // Ignored: the connection is refused and reset either way; the refusal below is its outcome.
+      (void)co_await downstream.write_all(reply);
+    }
+    downstream.reset();
+    if (t.upstream != nullptr) t.upstream->reset();
+    refuse_outbound(t, std::move(opened.error()));
+    co_return;
+  }
   auto moved = co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent);
   finish_outbound(t.rec, moved);
 }
@@ -153,37 +164,37 @@ void PodWorker::finish_outbound(ConnectionRecord& rec, Transferred& moved) {
   log_connection(rec);
 }
 
-asio::awaitable<bool> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream& downstream, base::SocketAddr client,
-                                               base::SocketAddr target, bool socks5_reply) {
+void PodWorker::refuse_outbound(OutboundTunnel& t, base::Error error) {
+  ConnectionRecord& rec = t.rec;
+  if (!t.counters) shared_.metrics.on_open(rec.labels);
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(error);
+  shared_.metrics.on_close(final_labels, true);
+  rec.error = std::move(error);
+  log_connection(rec);
+}
+
+std::shared_ptr<const state::Workload> PodWorker::local_workload(const state::StateSnapshot& snapshot) const {
+  if (auto workload = snapshot.workload_by_uid(pod_->uid)) return workload;
+  return pod_->workload;
+}
+
+asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream& downstream,
+                                                             base::SocketAddr client, base::SocketAddr target,
+                                                             bool socks5_reply) {
   ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
   rec.id = next_trace_id();
   rec.labels.reporter = "source";
   rec.src_addr = client;
   rec.dst_addr = target.to_string();
-  // Every failure before the copy ends here: one reply (socks5), one open and one failed close in
-  // the metrics, one log line.
-  auto refuse = [&](base::Error error) -> asio::awaitable<bool> {
-    if (socks5_reply) co_await downstream.write_all(socks5::make_reply(socks5_reply_for(error)));
-    downstream.reset();
-    if (!t.counters) shared_.metrics.on_open(rec.labels);
-    auto final_labels = rec.labels;
-    final_labels.response_flags = response_flags_for(error);
-    shared_.metrics.on_close(final_labels, true);
-    rec.error = std::move(error);
-    log_connection(rec);
-    co_return false;
-  };
 
   auto snapshot = shared_.state.load();
-  auto source = snapshot->workload_by_uid(pod_->uid);
-  if (!source) {
-    co_return co_await refuse({base::Errc::kNotFound, "failed to fetch information about local workload " + pod_->uid});
-  }
+  auto source = local_workload(*snapshot);
   set_source(rec.labels, *source);
   rec.labels.source_principal = source->identity().to_string();
   auto route = state::select_route(*snapshot, *source, target, rng_());
-  if (!route) co_return co_await refuse(route.error());
+  if (!route) co_return std::unexpected(std::move(route.error()));
   rec.dst_addr = route->next_hop.to_string();
   if (route->destination) set_destination(rec.labels, *route->destination);
   if (route->service) {
@@ -204,23 +215,23 @@ asio::awaitable<bool> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream
     hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
                             "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00"};
     hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
-    auto stream = co_await pool_.connect(key, hbone::connect_headers(info));
-    if (!stream) co_return co_await refuse(stream.error());
+    const h2::Headers headers = hbone::connect_headers(info);
+    auto stream = co_await pool_.connect(key, headers);
+    if (!stream) co_return std::unexpected(std::move(stream.error()));
     t.tunnel = *stream;
     t.upstream = t.tunnel.get();
   } else {
     auto connected = co_await connect_upstream(route->next_hop);
-    if (!connected) co_return co_await refuse(connected.error());
+    if (!connected) co_return std::unexpected(std::move(connected.error()));
     t.plain = std::make_unique<net::TcpStream>(std::move(*connected));
     t.upstream = t.plain.get();
   }
   if (socks5_reply) {
-    if (auto w = co_await downstream.write_all(socks5::make_reply(socks5::Reply::kSucceeded)); !w) {
-      t.upstream->reset();
-      co_return co_await refuse(w.error());
-    }
+    const auto reply = socks5::make_reply(socks5::Reply::kSucceeded);
+    auto written = co_await downstream.write_all(reply);
+    if (!written) co_return std::unexpected(std::move(written.error()));
   }
-  co_return true;
+  co_return base::Result<void>{};
 }
 
 }  // namespace meshnode::proxy

@@ -35,6 +35,12 @@ struct PodInfo {
   base::SpiffeId identity;
   std::vector<base::IpAddr> ips;
   std::shared_ptr<const base::Netns> netns;
+  /// The pod as a workload, as known when it was enrolled: the snapshot's workload with `uid`,
+  /// else one made from what enrolled it (ZDS WorkloadInfo: name, namespace, service account,
+  /// trust domain cluster.local; `ips` from the pod netns). Used when the current snapshot has no
+  /// workload with `uid`: a pod the agent enrolled is served even if the control plane has not
+  /// (yet) described it. Never null.
+  std::shared_ptr<const state::Workload> workload;
 };
 
 /// Timeouts and protocol settings of the data path.
@@ -100,10 +106,16 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
     std::optional<admin::TcpMetrics::Handle> counters;
     net::ByteStream* upstream = nullptr;  ///< tunnel or plain
   };
-  /// Routes, counts and dials; false when the connection was refused (then already reset,
-  /// counted and logged).
-  asio::awaitable<bool> open_outbound(OutboundTunnel& t, net::TcpStream& downstream, base::SocketAddr client,
-                                      base::SocketAddr target, bool socks5_reply);
+  /// Routes, counts and dials; with `socks5_reply`, answers the client once the upstream is up.
+  /// @returns the refusal reason when the connection cannot be carried (nothing answered,
+  ///          counted or logged yet: refuse_outbound does that).
+  asio::awaitable<base::Result<void>> open_outbound(OutboundTunnel& t, net::TcpStream& downstream,
+                                                    base::SocketAddr client, base::SocketAddr target,
+                                                    bool socks5_reply);
+  /// Ends a refused outbound connection: one open and one failed close in the metrics, one log line.
+  void refuse_outbound(OutboundTunnel& t, base::Error error);
+  /// The snapshot's workload for this pod, else the one it was enrolled as (never null).
+  [[nodiscard]] std::shared_ptr<const state::Workload> local_workload(const state::StateSnapshot& snapshot) const;
   /// Access log + closing metrics of an outbound connection after its copy ended.
   void finish_outbound(ConnectionRecord& rec, Transferred& moved);
   asio::awaitable<void> handle_inbound_plaintext(asio::ip::tcp::socket socket);

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -35,7 +35,7 @@ nodeapi::zds::WorkloadInfo workload_info(const PodRecord& record) {
   return info;
 }
 
-Agent::Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore store)
+Agent::Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore store)
     : options_(std::move(options)),
       metrics_(metrics),
       enrolled_gauge_(metrics.gauge("meshnode_agent_enrolled_pods", "Pods enrolled by this node agent.")),
@@ -44,7 +44,7 @@ Agent::Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore sto
 
 Agent::~Agent() { stop(); }
 
-Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options, admin::MetricsRegistry& metrics) {
+Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options, telemetry::MetricsRegistry& metrics) {
   auto store = PodStore::open(options.run_dir);
   if (!store) return std::unexpected(store.error());
   std::unique_ptr<Agent> agent(new Agent(std::move(options), metrics, std::move(*store)));

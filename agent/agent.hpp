@@ -16,10 +16,10 @@
 #include "base/error.hpp"
 #include "base/netns.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 class MetricsRegistry;
 class Gauge;
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry
 
 namespace meshnode::agent {
 
@@ -59,7 +59,7 @@ class Agent {
   /// Loads the run dir, restores pods, starts the ZDS and event servers. `metrics` must outlive
   /// the agent. Errc::kIo/kInvalidArgument when a socket or the run dir cannot be set up.
   [[nodiscard]] static base::Result<std::unique_ptr<Agent>> start(AgentOptions options,
-                                                                 admin::MetricsRegistry& metrics);
+                                                                 telemetry::MetricsRegistry& metrics);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -81,7 +81,7 @@ class Agent {
     std::shared_ptr<const base::Netns> netns;  ///< null when the netns could not be re-opened
   };
 
-  Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore store);
+  Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore store);
   EventResponse handle_add(const PluginEvent& event);
   EventResponse handle_del(const PluginEvent& event);
   EventResponse handle_check(const PluginEvent& event);
@@ -95,8 +95,8 @@ class Agent {
   void count(const std::string& event, int status);
 
   AgentOptions options_;
-  admin::MetricsRegistry& metrics_;
-  admin::Gauge& enrolled_gauge_;
+  telemetry::MetricsRegistry& metrics_;
+  telemetry::Gauge& enrolled_gauge_;
   PodStore store_;
   std::unique_ptr<Redirector> redirector_;
   std::unique_ptr<ZdsServer> zds_;

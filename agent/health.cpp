@@ -2,13 +2,13 @@
 #include "agent/health.hpp"
 
 #include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 
 namespace meshnode::agent {
 
 base::Result<HealthServers> start_health_servers(asio::io_context& io, const Agent& agent,
-                                                 const admin::MetricsRegistry& registry, const std::string& host,
+                                                 const telemetry::MetricsRegistry& registry, const std::string& host,
                                                  std::uint16_t health_port, std::uint16_t metrics_port) {
   HealthServers servers{std::make_unique<admin::HttpServer>(io, "health"),
                         std::make_unique<admin::HttpServer>(io, "monitoring")};

@@ -11,8 +11,10 @@ class io_context;
 }
 namespace meshnode::admin {
 class HttpServer;
-class MetricsRegistry;
 }  // namespace meshnode::admin
+namespace meshnode::telemetry {
+class MetricsRegistry;
+}  // namespace meshnode::telemetry
 
 namespace meshnode::agent {
 
@@ -29,7 +31,7 @@ struct HealthServers {
 /// Starts both servers on `io` (run by one thread). `agent` and `registry` must outlive them.
 /// Errc::kIo naming host:port when a bind fails.
 [[nodiscard]] base::Result<HealthServers> start_health_servers(asio::io_context& io, const Agent& agent,
-                                                               const admin::MetricsRegistry& registry,
+                                                               const telemetry::MetricsRegistry& registry,
                                                                const std::string& host, std::uint16_t health_port,
                                                                std::uint16_t metrics_port);
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 #include "agent/health.hpp"
 #include "base/log.hpp"
@@ -66,7 +66,7 @@ int run(Flags& flags) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  meshnode::admin::MetricsRegistry registry;
+  meshnode::telemetry::MetricsRegistry registry;
   auto agent = meshnode::agent::Agent::start(flags.options, registry);
   if (!agent) {
     spdlog::error("meshnode-agent: cannot start: {}", agent.error().message());

@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -50,7 +50,7 @@ struct Connection {
 struct ZdsServer::Impl {
   Options options;
   SnapshotFn snapshot;
-  admin::Gauge* connected_gauge = nullptr;
+  telemetry::Gauge* connected_gauge = nullptr;
   UniqueFd listener;
   UniqueFd wake_read, wake_write;
   std::thread thread;
@@ -189,7 +189,7 @@ ZdsServer::ZdsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ZdsServer::~ZdsServer() { stop(); }
 
-Result<std::unique_ptr<ZdsServer>> ZdsServer::start(Options options, SnapshotFn snapshot, admin::Gauge* connected) {
+Result<std::unique_ptr<ZdsServer>> ZdsServer::start(Options options, SnapshotFn snapshot, telemetry::Gauge* connected) {
   auto impl = std::make_unique<Impl>();
   auto listener = nodeapi::listen_seqpacket(options.path);
   if (!listener) return std::unexpected(listener.error());

@@ -16,7 +16,7 @@ HttpResponse method_not_allowed(std::string_view allowed) {
   return response;
 }
 
-HttpResponse readiness_response(const Readiness& readiness) {
+HttpResponse readiness_response(const telemetry::Readiness& readiness) {
   const auto pending = readiness.pending();
   if (pending.empty()) return HttpResponse{.body = "ready\n"};
   return HttpResponse{.status = 500,
@@ -25,14 +25,14 @@ HttpResponse readiness_response(const Readiness& readiness) {
 
 }  // namespace
 
-void add_readiness_routes(HttpServer& server, const Readiness& readiness) {
+void add_readiness_routes(HttpServer& server, const telemetry::Readiness& readiness) {
   server.route("/healthz/ready", [&readiness](const HttpRequest& request) {
     if (request.method != "GET") return method_not_allowed("GET");
     return readiness_response(readiness);
   });
 }
 
-void add_metrics_routes(HttpServer& server, const MetricsRegistry& registry) {
+void add_metrics_routes(HttpServer& server, const telemetry::MetricsRegistry& registry) {
   auto render = [&registry](const HttpRequest&) {
     return HttpResponse{.content_type = kPrometheusContentType, .body = registry.render()};
   };

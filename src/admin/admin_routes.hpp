@@ -4,8 +4,8 @@
 #include <string>
 
 #include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
-#include "admin/readiness.hpp"
+#include "telemetry/metrics.hpp"
+#include "telemetry/readiness.hpp"
 
 namespace meshnode::admin {
 
@@ -15,11 +15,11 @@ inline constexpr const char* kPrometheusContentType = "text/plain; version=0.0.4
 /// Installs `GET /healthz/ready` (feature map §4.8): 200 `ready\n` when `readiness` has nothing
 /// pending, else 500 `not ready, pending: a, b\n` (sorted); any other method → 405.
 /// `readiness` must outlive the server.
-void add_readiness_routes(HttpServer& server, const Readiness& readiness);
+void add_readiness_routes(HttpServer& server, const telemetry::Readiness& readiness);
 
 /// Installs `/metrics` and `/stats/prometheus` (§5.1): the registry rendered as text format 0.0.4,
 /// any method. `registry` must outlive the server.
-void add_metrics_routes(HttpServer& server, const MetricsRegistry& registry);
+void add_metrics_routes(HttpServer& server, const telemetry::MetricsRegistry& registry);
 
 /// Installs the admin routes (§5.2): `/config_dump` (application/json, body from
 /// `config_dump_json`, called on the server's thread), `/quitquitquit` (POST only, else 405;

@@ -14,9 +14,9 @@
 
 #include "admin/admin_routes.hpp"
 #include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
-#include "admin/readiness.hpp"
-#include "admin/tcp_metrics.hpp"
+#include "telemetry/metrics.hpp"
+#include "telemetry/readiness.hpp"
+#include "proxy/tcp_metrics.hpp"
 #include "app/config_dump.hpp"
 #include "app/options.hpp"
 #include "base/log.hpp"
@@ -90,7 +90,7 @@ class ProxyApp {
         admin_(control_, "admin"),
         metrics_(control_, "metrics"),
         readiness_server_(control_, "readiness") {
-    admin::register_build_info(registry_, kVersion);
+    telemetry::register_build_info(registry_, kVersion);
     for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
   }
 
@@ -115,9 +115,9 @@ class ProxyApp {
   std::vector<std::thread> threads_;
   proxy::StateStore state_;
   tls::CertManager certs_;
-  admin::MetricsRegistry registry_;
-  admin::TcpMetrics tcp_metrics_;
-  admin::Readiness readiness_;
+  telemetry::MetricsRegistry registry_;
+  proxy::TcpMetrics tcp_metrics_;
+  telemetry::Readiness readiness_;
   admin::HttpServer admin_;
   admin::HttpServer metrics_;
   admin::HttpServer readiness_server_;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "admin/metrics.hpp"
-#include "admin/readiness.hpp"
+#include "telemetry/metrics.hpp"
+#include "telemetry/readiness.hpp"
 #include "base/netns.hpp"
 #include "inpod/listener_set.hpp"
 
@@ -36,8 +36,8 @@ class WorkloadManager {
     std::vector<asio::io_context*> workers;
     proxy::ProxyShared shared;
     PodListenerSet::Options options;
-    admin::Readiness& readiness;
-    admin::MetricsRegistry& registry;
+    telemetry::Readiness& readiness;
+    telemetry::MetricsRegistry& registry;
   };
   explicit WorkloadManager(Deps deps);
   ~WorkloadManager();

@@ -21,7 +21,7 @@ const std::string kSnapshotTask = "zds snapshot";
 }  // namespace
 
 ZdsClient::ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager,
-                     admin::Readiness& readiness, admin::MetricsRegistry& registry)
+                     telemetry::Readiness& readiness, telemetry::MetricsRegistry& registry)
     : control_(control),
       path_(std::move(path)),
       manager_(manager),

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "admin/readiness.hpp"
+#include "telemetry/readiness.hpp"
 #include "base/unique_fd.hpp"
 #include "inpod/workload_manager.hpp"
 
@@ -24,8 +24,8 @@ namespace meshnode::inpod {
 /// "zds snapshot" until SnapshotSent. Control thread only.
 class ZdsClient {
  public:
-  ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, admin::Readiness& readiness,
-            admin::MetricsRegistry& registry);
+  ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, telemetry::Readiness& readiness,
+            telemetry::MetricsRegistry& registry);
   void start();
   /// Stops reconnecting and closes the connection.
   void stop();
@@ -40,8 +40,8 @@ class ZdsClient {
   asio::io_context& control_;
   std::string path_;
   WorkloadManager& manager_;
-  admin::Readiness& readiness_;
-  admin::MetricsRegistry& registry_;
+  telemetry::Readiness& readiness_;
+  telemetry::MetricsRegistry& registry_;
   asio::steady_timer backoff_timer_;
   std::unique_ptr<asio::posix::stream_descriptor> socket_;
   bool stopped_ = false;

@@ -9,7 +9,7 @@ std::string quoted_or_dash(const std::string& v) { return v.empty() ? "-" : "\""
 
 }  // namespace
 
-void set_source(admin::TrafficLabels& l, const state::Workload& w) {
+void set_source(TrafficLabels& l, const state::Workload& w) {
   l.source_workload = w.workload_name.empty() ? w.name : w.workload_name;
   l.source_canonical_service = w.canonical_name.empty() ? l.source_workload : w.canonical_name;
   l.source_canonical_revision = w.canonical_revision.empty() ? "latest" : w.canonical_revision;
@@ -19,7 +19,7 @@ void set_source(admin::TrafficLabels& l, const state::Workload& w) {
   l.source_cluster = w.cluster_id;
 }
 
-void set_destination(admin::TrafficLabels& l, const state::Workload& w) {
+void set_destination(TrafficLabels& l, const state::Workload& w) {
   l.destination_workload = w.workload_name.empty() ? w.name : w.workload_name;
   l.destination_canonical_service = w.canonical_name.empty() ? l.destination_workload : w.canonical_name;
   l.destination_canonical_revision = w.canonical_revision.empty() ? "latest" : w.canonical_revision;

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "admin/tcp_metrics.hpp"
+#include "proxy/tcp_metrics.hpp"
 #include "base/error.hpp"
 #include "base/ip.hpp"
 #include "state/workload.hpp"
@@ -22,7 +22,7 @@ struct ConnectionRecord {
   std::string dst_addr;            ///< next hop, e.g. podIP:15008
   std::string dst_hbone_addr;      ///< CONNECT :authority, empty when not HBONE
   std::string dst_service;
-  admin::TrafficLabels labels;     ///< reporter, workloads, principals, security policy
+  TrafficLabels labels;     ///< reporter, workloads, principals, security policy
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -30,9 +30,9 @@ struct ConnectionRecord {
 };
 
 /// Fills the source_* labels from a workload (canonical names, namespace, cluster).
-void set_source(admin::TrafficLabels& labels, const state::Workload& workload);
+void set_source(TrafficLabels& labels, const state::Workload& workload);
 /// Fills the destination_* labels from a workload.
-void set_destination(admin::TrafficLabels& labels, const state::Workload& workload);
+void set_destination(TrafficLabels& labels, const state::Workload& workload);
 
 /// Writes the single access-log line of a connection ("connection complete", info on success,
 /// error with error="…" on failure).

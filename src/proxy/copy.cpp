@@ -21,7 +21,7 @@ struct Direction {
   std::optional<base::Error> error;
 };
 
-asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, admin::Counter* counter) {
+asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, telemetry::Counter* counter) {
   Direction d;
   // No buffer until the first byte: most idle connections never need one.
   co_await from.wait_readable();
@@ -56,7 +56,7 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
 }  // namespace
 
 asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
-                                                admin::Counter* to_upstream, admin::Counter* to_downstream) {
+                                                telemetry::Counter* to_upstream, telemetry::Counter* to_downstream) {
   // The server → client direction runs as its own coroutine, the other one inline; this costs
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
   // parallel group), and idle connections are what this memory is multiplied by.

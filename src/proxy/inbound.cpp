@@ -61,7 +61,7 @@ asio::awaitable<void> PodWorker::handle_hbone_connection(asio::ip::tcp::socket s
     // Counted as a failed inbound connection; the peer never got a tunnel.
     spdlog::warn("access\tconnection failed\tsrc.addr={} direction=inbound error=\"{}\"",
                  peer ? peer->to_string() : "-", session.error().message());
-    admin::TrafficLabels labels;
+    TrafficLabels labels;
     labels.reporter = "destination";
     labels.connection_security_policy = "mutual_tls";
     labels.destination_principal = pod_->identity.to_string();

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "admin/tcp_metrics.hpp"
+#include "proxy/tcp_metrics.hpp"
 #include "base/netns.hpp"
 #include "base/spiffe.hpp"
 #include "base/unique_fd.hpp"
@@ -58,7 +58,7 @@ struct ProxyOptions {
 struct ProxyShared {
   StateStore& state;
   tls::CertManager& certs;
-  admin::TcpMetrics& metrics;
+  TcpMetrics& metrics;
   ProxyOptions options;
 };
 
@@ -103,7 +103,7 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
     ConnectionRecord rec;
     std::shared_ptr<h2::Stream> tunnel;
     std::unique_ptr<net::TcpStream> plain;
-    std::optional<admin::TcpMetrics::Handle> counters;
+    std::optional<TcpMetrics::Handle> counters;
     net::ByteStream* upstream = nullptr;  ///< tunnel or plain
   };
   /// Routes, counts and dials; with `socks5_reply`, answers the client once the upstream is up.
@@ -126,7 +126,7 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   struct InboundTunnel {
     ConnectionRecord rec;
     std::unique_ptr<net::TcpStream> upstream;
-    std::optional<admin::TcpMetrics::Handle> counters;
+    std::optional<TcpMetrics::Handle> counters;
     std::optional<base::Error> closed_by_policy;  ///< set by the policy re-check
   };
   /// Validates the CONNECT, authorizes it, connects to the app and answers 200; false when the

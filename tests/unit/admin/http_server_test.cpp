@@ -156,8 +156,8 @@ class HttpServerTest : public ::testing::Test {
     return response.value_or(RawResponse{});
   }
 
-  Readiness readiness_;
-  MetricsRegistry registry_;
+  telemetry::Readiness readiness_;
+  telemetry::MetricsRegistry registry_;
   std::atomic<bool> quit_called_{false};
   asio::io_context io_;
   std::unique_ptr<HttpServer> server_;

@@ -3,9 +3,9 @@
 #include <string>
 #include <string_view>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::proxy {
 
 /// Istio's standard TCP traffic labels ("TL", feature map §5.1). Empty fields render as
 /// "unknown". Emitted by `to_labels` in exactly the declaration order below, which is Istio's.
@@ -37,20 +37,20 @@ struct TrafficLabels {
 
 /// The label pairs of `tl` in Istio's order (§5.1): reporter, source_* (8), destination_* (11),
 /// request_protocol, response_flags, connection_security_policy.
-[[nodiscard]] Labels to_labels(const TrafficLabels& tl);
+[[nodiscard]] telemetry::Labels to_labels(const TrafficLabels& tl);
 
 /// Istio's four stable TCP connection metrics plus the two byte counters, over a registry.
 /// Any thread may call; each call does registry lookups (mutex), the returned byte counters are
 /// lock-free.
 class TcpMetrics {
  public:
-  explicit TcpMetrics(MetricsRegistry& registry) : registry_(registry) {}
+  explicit TcpMetrics(telemetry::MetricsRegistry& registry) : registry_(registry) {}
 
   /// Live byte counters of one connection: `sent` = istio_tcp_sent_bytes_total (server→client),
   /// `received` = istio_tcp_received_bytes_total (client→server). Valid for the registry's life.
   struct Handle {
-    Counter* sent;
-    Counter* received;
+    telemetry::Counter* sent;
+    telemetry::Counter* received;
   };
 
   /// Counts a connection open (istio_tcp_connections_opened_total{TL}) and returns its byte
@@ -62,11 +62,7 @@ class TcpMetrics {
   void on_close(const TrafficLabels& final_labels, bool failed);
 
  private:
-  MetricsRegistry& registry_;
+  telemetry::MetricsRegistry& registry_;
 };
 
-/// Registers `istio_build{component="meshnode",tag=<version>} 1` (gauge). An empty `version`
-/// renders as "unknown".
-void register_build_info(MetricsRegistry& registry, std::string_view version);
-
-}  // namespace meshnode::admin
+}  // namespace meshnode::proxy

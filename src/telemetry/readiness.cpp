@@ -1,6 +1,6 @@
-#include "admin/readiness.hpp"
+#include "telemetry/readiness.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 
 void Readiness::add_pending(std::string task) {
   std::lock_guard lock(mutex_);
@@ -22,4 +22,4 @@ std::vector<std::string> Readiness::pending() const {
   return {pending_.begin(), pending_.end()};
 }
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry

@@ -1,10 +1,10 @@
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
 #include <fmt/format.h>
 
 #include "base/check.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 namespace {
 
 // HELP text escapes backslash and newline only (text format 0.0.4).
@@ -104,4 +104,11 @@ std::string MetricsRegistry::render() const {
   return out;
 }
 
-}  // namespace meshnode::admin
+void register_build_info(MetricsRegistry& registry, std::string_view version) {
+  registry
+      .gauge("istio_build", "Istio component build info",
+             {{"component", "meshnode"}, {"tag", std::string(version)}})
+      .set(1);
+}
+
+}  // namespace meshnode::telemetry

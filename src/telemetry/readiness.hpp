@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 
 /// The proxy's readiness: ready when no startup task is pending (feature map §4.8; tasks such as
 /// "state manager", "proxy", "workload proxy manager"). Thread-safe; any thread may call.
@@ -25,4 +25,4 @@ class Readiness {
   std::set<std::string> pending_;
 };
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry

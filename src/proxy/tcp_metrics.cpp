@@ -1,7 +1,10 @@
-#include "admin/tcp_metrics.hpp"
+#include "proxy/tcp_metrics.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::proxy {
 namespace {
+
+using telemetry::Counter;
+using telemetry::Labels;
 
 constexpr std::string_view kOpened = "istio_tcp_connections_opened_total";
 constexpr std::string_view kClosed = "istio_tcp_connections_closed_total";
@@ -56,11 +59,4 @@ void TcpMetrics::on_close(const TrafficLabels& final_labels, bool failed) {
   registry_.counter(kClosed, "The total number of TCP connections closed", std::move(l)).inc();
 }
 
-void register_build_info(MetricsRegistry& registry, std::string_view version) {
-  registry
-      .gauge("istio_build", "Istio component build info",
-             {{"component", "meshnode"}, {"tag", std::string(version)}})
-      .set(1);
-}
-
-}  // namespace meshnode::admin
+}  // namespace meshnode::proxy

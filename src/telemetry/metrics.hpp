@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 
 /// Label pairs of one series, {name, value}, rendered in this order. Names must be valid
 /// Prometheus label names (code-controlled); values may be anything (escaped on render, and an
@@ -95,7 +95,11 @@ class MetricsRegistry {
   std::map<std::string, Family, std::less<>> families_;
 };
 
+/// Registers `istio_build{component="meshnode",tag=<version>} 1` (gauge). An empty `version`
+/// renders as "unknown".
+void register_build_info(MetricsRegistry& registry, std::string_view version);
+
 /// Escapes a label value for the text format: backslash, double quote and newline.
 [[nodiscard]] std::string escape_label_value(std::string_view value);
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry

@@ -1,7 +1,8 @@
-// /healthz, /readyz and /metrics of meshnode-agent on the admin HTTP server.
+// /healthz, /readyz and /metrics of meshnode-agent on the small HTTP/1.1 server (src/http).
 #include "agent/health.hpp"
 
-#include "admin/http_server.hpp"
+#include "http/http_server.hpp"
+#include "http/telemetry_routes.hpp"
 #include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 
@@ -10,16 +11,14 @@ namespace meshnode::agent {
 base::Result<HealthServers> start_health_servers(asio::io_context& io, const Agent& agent,
                                                  const telemetry::MetricsRegistry& registry, const std::string& host,
                                                  std::uint16_t health_port, std::uint16_t metrics_port) {
-  HealthServers servers{std::make_unique<admin::HttpServer>(io, "health"),
-                        std::make_unique<admin::HttpServer>(io, "monitoring")};
-  servers.health->route("/healthz", [](const admin::HttpRequest&) { return admin::HttpResponse{200, "text/plain", "ok\n"}; });
-  servers.health->route("/readyz", [&agent](const admin::HttpRequest&) {
-    return agent.ready() ? admin::HttpResponse{200, "text/plain", "ready\n"}
-                         : admin::HttpResponse{503, "text/plain", "not ready\n"};
+  HealthServers servers{std::make_unique<http::HttpServer>(io, "health"),
+                        std::make_unique<http::HttpServer>(io, "monitoring")};
+  servers.health->route("/healthz", [](const http::HttpRequest&) { return http::HttpResponse{200, "text/plain", "ok\n"}; });
+  servers.health->route("/readyz", [&agent](const http::HttpRequest&) {
+    return agent.ready() ? http::HttpResponse{200, "text/plain", "ready\n"}
+                         : http::HttpResponse{503, "text/plain", "not ready\n"};
   });
-  servers.metrics->route("/metrics", [&registry](const admin::HttpRequest&) {
-    return admin::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry.render()};
-  });
+  http::add_metrics_routes(*servers.metrics, registry);
   if (auto bound = servers.health->listen(host, health_port); !bound) return std::unexpected(bound.error());
   if (auto bound = servers.metrics->listen(host, metrics_port); !bound) return std::unexpected(bound.error());
   return servers;

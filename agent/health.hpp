@@ -9,9 +9,9 @@
 namespace asio {
 class io_context;
 }
-namespace meshnode::admin {
+namespace meshnode::http {
 class HttpServer;
-}  // namespace meshnode::admin
+}  // namespace meshnode::http
 namespace meshnode::telemetry {
 class MetricsRegistry;
 }  // namespace meshnode::telemetry
@@ -24,8 +24,8 @@ class Agent;
 /// event and ZDS servers are up, else 503) on the health port (8000), Prometheus `/metrics` on the
 /// monitoring port (15014). Both on `host`; port 0 = ephemeral.
 struct HealthServers {
-  std::unique_ptr<admin::HttpServer> health;
-  std::unique_ptr<admin::HttpServer> metrics;
+  std::unique_ptr<http::HttpServer> health;
+  std::unique_ptr<http::HttpServer> metrics;
 };
 
 /// Starts both servers on `io` (run by one thread). `agent` and `registry` must outlive them.

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <thread>
 
-#include "admin/http_server.hpp"
+#include "http/http_server.hpp"
 #include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 #include "agent/health.hpp"

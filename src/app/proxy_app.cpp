@@ -13,11 +13,12 @@
 #include <thread>
 
 #include "admin/admin_routes.hpp"
-#include "admin/http_server.hpp"
+#include "admin/config_dump.hpp"
+#include "http/http_server.hpp"
+#include "http/telemetry_routes.hpp"
 #include "telemetry/metrics.hpp"
 #include "telemetry/readiness.hpp"
 #include "proxy/tcp_metrics.hpp"
-#include "app/config_dump.hpp"
 #include "app/options.hpp"
 #include "base/log.hpp"
 #include "config/local_config.hpp"
@@ -97,7 +98,7 @@ class ProxyApp {
   int run(std::vector<StaticPod> pods);
 
  private:
-  Result<void> listen(admin::HttpServer& server, const std::string& addr);
+  Result<void> listen(http::HttpServer& server, const std::string& addr);
   /// Re-reads the local config; on success publishes the new snapshot and re-checks live inbound
   /// connections against its policies. A bad file keeps the previous state (logged, counted).
   void reload(std::string_view why);
@@ -118,9 +119,9 @@ class ProxyApp {
   telemetry::MetricsRegistry registry_;
   proxy::TcpMetrics tcp_metrics_;
   telemetry::Readiness readiness_;
-  admin::HttpServer admin_;
-  admin::HttpServer metrics_;
-  admin::HttpServer readiness_server_;
+  http::HttpServer admin_;
+  http::HttpServer metrics_;
+  http::HttpServer readiness_server_;
   std::unique_ptr<inpod::WorkloadManager> pods_;
   std::unique_ptr<inpod::ZdsClient> zds_;
   bool shutting_down_ = false;
@@ -179,7 +180,7 @@ void ProxyApp::watch_sighup() {
   });
 }
 
-Result<void> ProxyApp::listen(admin::HttpServer& server, const std::string& addr) {
+Result<void> ProxyApp::listen(http::HttpServer& server, const std::string& addr) {
   auto parsed = base::SocketAddr::parse(addr);
   if (!parsed) return fail(Errc::kConfig, "listen address: " + parsed.error().context);
   return server.listen(parsed->ip.to_string(), parsed->port);
@@ -201,11 +202,11 @@ void ProxyApp::stop_workers() {
 }
 
 std::string ProxyApp::dump() const {
-  std::vector<EnrolledPod> pods;
+  std::vector<admin::EnrolledPod> pods;
   if (pods_) {
     for (const auto& p : pods_->dump()) pods.push_back({p.uid, p.who.name, p.who.ns, p.who.service_account, p.netns, p.state});
   }
-  return config_dump_json(*state_.load(), pods, certs_.dump());
+  return admin::config_dump_json(*state_.load(), pods, certs_.dump());
 }
 
 asio::awaitable<void> ProxyApp::shutdown() {
@@ -239,11 +240,11 @@ asio::awaitable<void> ProxyApp::shutdown() {
 
 int ProxyApp::run(std::vector<StaticPod> pods) {
   readiness_.add_pending("proxy");
-  admin::add_readiness_routes(readiness_server_, readiness_);
-  admin::add_metrics_routes(metrics_, registry_);
+  http::add_readiness_routes(readiness_server_, readiness_);
+  http::add_metrics_routes(metrics_, registry_);
   admin::add_admin_routes(admin_, [this] { return dump(); },
                           [this] { asio::co_spawn(control_, shutdown(), asio::detached); });
-  admin_.route("/debug/authz", [this](const admin::HttpRequest& req) { return debug_authz(*state_.load(), req.query); });
+  admin_.route("/debug/authz", [this](const http::HttpRequest& req) { return admin::debug_authz(*state_.load(), req.query); });
   for (auto [server, addr] : {std::pair{&admin_, options_.admin_addr}, std::pair{&metrics_, options_.metrics_addr},
                               std::pair{&readiness_server_, options_.readiness_addr}}) {
     if (auto ok = listen(*server, addr); !ok) {

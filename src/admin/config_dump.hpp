@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "admin/http_message.hpp"
+#include "http/http_message.hpp"
 
 #include "state/snapshot.hpp"
 #include "tls/cert_manager.hpp"
 
-namespace meshnode::app {
+namespace meshnode::admin {
 
 /// One enrolled pod as /config_dump shows it under `workloadState`.
 struct EnrolledPod {
@@ -26,16 +26,16 @@ struct EnrolledPod {
 [[nodiscard]] std::string config_dump_json(const state::StateSnapshot& snapshot, const std::vector<EnrolledPod>& pods,
                                            const std::vector<tls::CertInfo>& certificates);
 
-}  // namespace meshnode::app
+}  // namespace meshnode::admin
 
-namespace meshnode::app {
+namespace meshnode::admin {
 
 /// GET /debug/authz?src=<ip[:port]>&src_identity=<spiffe id>&dst=<ip:port>: the L4 authorization
 /// decision the proxy would make for that connection now, as JSON: {"decision": "allow"|"deny",
 /// "reason", "decidingPolicy", "dryRunDenies", "destinationWorkload", "policies": [{policy,
 /// action, dryRun, applies, matched, detail}]}. `src_identity` absent = plaintext (15006).
 /// 400 naming the bad parameter; 404 when no workload has the dst IP.
-[[nodiscard]] admin::HttpResponse debug_authz(const state::StateSnapshot& snapshot,
+[[nodiscard]] http::HttpResponse debug_authz(const state::StateSnapshot& snapshot,
                                               const std::map<std::string, std::string>& query);
 
-}  // namespace meshnode::app
+}  // namespace meshnode::admin

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace meshnode::admin {
+namespace meshnode::http {
 
 /// One HTTP/1.x request as handlers see it (the body is never passed on).
 struct HttpRequest {
@@ -30,6 +30,9 @@ struct HttpResponse {
   /// failed): lets a handler act after replying, e.g. /quitquitquit starting shutdown.
   std::function<void()> after_response;
 };
+
+/// 405 naming the allowed method(s) in the body and in `Allow` (RFC 9110 §15.5.6), e.g. "GET".
+[[nodiscard]] HttpResponse method_not_allowed(std::string_view allowed);
 
 /// Handles one request; runs on the server's io_context thread and must not block.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
@@ -76,4 +79,4 @@ struct HeadParse {
 /// Standard reason phrase for `status` ("Unknown" for codes we never send).
 [[nodiscard]] std::string_view reason_phrase(int status) noexcept;
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::http

@@ -1,10 +1,10 @@
-#include "app/config_dump.hpp"
+#include "admin/config_dump.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include "state/rbac.hpp"
 
-namespace meshnode::app {
+namespace meshnode::admin {
 namespace {
 
 using nlohmann::json;
@@ -81,20 +81,20 @@ std::string config_dump_json(const state::StateSnapshot& snapshot, const std::ve
   return out.dump(2) + "\n";
 }
 
-}  // namespace meshnode::app
+}  // namespace meshnode::admin
 
-namespace meshnode::app {
+namespace meshnode::admin {
 namespace {
 
-admin::HttpResponse json_response(int status, const nlohmann::json& body) {
-  admin::HttpResponse r;
+http::HttpResponse json_response(int status, const nlohmann::json& body) {
+  http::HttpResponse r;
   r.status = status;
   r.content_type = "application/json";
   r.body = body.dump(2) + "\n";
   return r;
 }
 
-admin::HttpResponse bad_request(const std::string& why) {
+http::HttpResponse bad_request(const std::string& why) {
   return json_response(400, nlohmann::json{{"error", why},
                                            {"usage", "/debug/authz?src=<ip[:port]>&src_identity=<spiffe id>&dst=<ip:port>"}});
 }
@@ -110,7 +110,7 @@ std::shared_ptr<const state::Workload> workload_with_ip(const state::StateSnapsh
 
 }  // namespace
 
-admin::HttpResponse debug_authz(const state::StateSnapshot& snapshot, const std::map<std::string, std::string>& query) {
+http::HttpResponse debug_authz(const state::StateSnapshot& snapshot, const std::map<std::string, std::string>& query) {
   auto get = [&](const char* key) -> std::string {
     auto it = query.find(key);
     return it == query.end() ? std::string() : it->second;
@@ -148,4 +148,4 @@ admin::HttpResponse debug_authz(const state::StateSnapshot& snapshot, const std:
                                            {"policies", policies}});
 }
 
-}  // namespace meshnode::app
+}  // namespace meshnode::admin

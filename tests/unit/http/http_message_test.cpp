@@ -1,10 +1,10 @@
-#include "admin/http_message.hpp"
+#include "http/http_message.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace meshnode::admin {
+namespace meshnode::http {
 namespace {
 
 TEST(ParseRequestHead, CompleteRequestWithQueryAndHeaders) {
@@ -99,4 +99,4 @@ TEST(SerializeResponse, StatusHeadersAndBody) {
 }
 
 }  // namespace
-}  // namespace meshnode::admin
+}  // namespace meshnode::http

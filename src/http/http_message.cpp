@@ -1,4 +1,4 @@
-#include "admin/http_message.hpp"
+#include "http/http_message.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <charconv>
 #include <optional>
 
-namespace meshnode::admin {
+namespace meshnode::http {
 namespace {
 
 constexpr std::string_view kCrlf = "\r\n";
@@ -209,6 +209,14 @@ std::string_view reason_phrase(int status) noexcept {
   }
 }
 
+HttpResponse method_not_allowed(std::string_view allowed) {
+  HttpResponse response;
+  response.status = 405;
+  response.body = fmt::format("method not allowed, use {}\n", allowed);
+  response.headers.emplace_back("Allow", std::string(allowed));
+  return response;
+}
+
 std::string serialize_response(const HttpResponse& response, bool keep_alive, bool head_only) {
   std::string out =
       fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n", response.status,
@@ -219,4 +227,4 @@ std::string serialize_response(const HttpResponse& response, bool keep_alive, bo
   return out;
 }
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::http

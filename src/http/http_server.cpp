@@ -1,4 +1,4 @@
-#include "admin/http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 
 #include "base/log.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::http {
 namespace {
 
 using asio::ip::tcp;
@@ -328,4 +328,4 @@ void HttpServer::stop() {
   asio::dispatch(impl_->io.get_executor(), [self = impl_] { self->stop_now(); });
 }
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::http

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "admin/http_message.hpp"
+#include "http/http_message.hpp"
 #include "base/error.hpp"
 
 namespace asio {
 class io_context;
 }  // namespace asio
 
-namespace meshnode::admin {
+namespace meshnode::http {
 
 /// A small HTTP/1.1 server for the admin (15000), metrics (15020) and readiness (15021) ports
 /// (feature map §1.2, §5.2): exact-path routes, keep-alive, no request bodies.
@@ -63,4 +63,4 @@ class HttpServer {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace meshnode::admin
+}  // namespace meshnode::http

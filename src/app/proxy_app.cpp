@@ -114,7 +114,7 @@ class ProxyApp {
   asio::io_context control_{1};
   std::vector<std::unique_ptr<asio::io_context>> workers_;
   std::vector<std::thread> threads_;
-  proxy::StateStore state_;
+  state::StateStore state_;
   tls::CertManager certs_;
   telemetry::MetricsRegistry registry_;
   proxy::TcpMetrics tcp_metrics_;

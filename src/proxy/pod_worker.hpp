@@ -19,7 +19,7 @@
 #include "net/byte_stream.hpp"
 #include "proxy/connection_log.hpp"
 #include "proxy/copy.hpp"
-#include "proxy/state_store.hpp"
+#include "state/store.hpp"
 #include "proxy/tracker.hpp"
 #include "state/rbac.hpp"
 #include "tls/cert_manager.hpp"
@@ -56,7 +56,7 @@ struct ProxyOptions {
 
 /// Process-wide services the data path uses; all thread-safe.
 struct ProxyShared {
-  StateStore& state;
+  state::StateStore& state;
   tls::CertManager& certs;
   TcpMetrics& metrics;
   ProxyOptions options;

@@ -19,9 +19,9 @@ EventResponse error_response(int status, const std::string& reason) {
   return json_response(status, {{"error", reason}});
 }
 
-PodRecord record_of(const PluginEvent& event) {
+PodRecord record_of(const nodeapi::PluginEvent& event) {
   PodRecord record{event.pod_uid, event.pod_name, event.pod_namespace, event.service_account, event.netns, {}};
-  for (const PodIp& ip : event.ips) record.ips.push_back(ip.ip.to_string());
+  for (const nodeapi::PodIp& ip : event.ips) record.ips.push_back(ip.ip.to_string());
   return record;
 }
 
@@ -83,8 +83,8 @@ void Agent::count(const std::string& event, int status) {
 }
 
 EventResponse Agent::handle(const EventRequest& request) {
-  static const std::map<std::string, EventKind, std::less<>> kRoutes = {
-      {"/cmdadd", EventKind::kAdd}, {"/cmddel", EventKind::kDel}, {"/cmdcheck", EventKind::kCheck}};
+  static const std::map<std::string, nodeapi::EventKind, std::less<>> kRoutes = {
+      {"/cmdadd", nodeapi::EventKind::kAdd}, {"/cmddel", nodeapi::EventKind::kDel}, {"/cmdcheck", nodeapi::EventKind::kCheck}};
   const auto route = kRoutes.find(request.path);
   const std::string name = route == kRoutes.end() ? "unknown" : request.path.substr(1);
   EventResponse response;
@@ -92,11 +92,11 @@ EventResponse Agent::handle(const EventRequest& request) {
     response = error_response(404, "unknown path " + request.path + " (known: /cmdadd /cmddel /cmdcheck)");
   } else if (request.method != "POST") {
     response = error_response(405, "use POST");
-  } else if (auto event = parse_plugin_event(request.body, route->second); !event) {
+  } else if (auto event = nodeapi::parse_plugin_event(request.body, route->second); !event) {
     response = error_response(400, event.error().context);
-  } else if (route->second == EventKind::kAdd) {
+  } else if (route->second == nodeapi::EventKind::kAdd) {
     response = handle_add(*event);
-  } else if (route->second == EventKind::kDel) {
+  } else if (route->second == nodeapi::EventKind::kDel) {
     response = handle_del(*event);
   } else {
     response = handle_check(*event);
@@ -110,7 +110,7 @@ Result<base::Netns> Agent::open_netns(const std::string& path) const {
   return base::Netns::open(options_.netns_root + path);
 }
 
-EventResponse Agent::handle_add(const PluginEvent& event) {
+EventResponse Agent::handle_add(const nodeapi::PluginEvent& event) {
   const Enrollment decision = decide(options_.policy, event.pod_namespace, event.pod_name);
   if (!decision.enroll) return json_response(200, {{"enrolled", false}, {"reason", decision.reason}});
   auto opened = open_netns(event.netns);
@@ -146,7 +146,7 @@ EventResponse Agent::fail_add(const PodRecord& record, const base::Netns& netns,
   return error_response(500, reason);
 }
 
-EventResponse Agent::handle_del(const PluginEvent& event) {
+EventResponse Agent::handle_del(const nodeapi::PluginEvent& event) {
   auto pod = take_pod(event.pod_uid);
   const bool policy_enrolls = decide(options_.policy, event.pod_namespace, event.pod_name).enroll;
   if (pod || policy_enrolls) zds_->del(event.pod_uid);
@@ -165,7 +165,7 @@ EventResponse Agent::handle_del(const PluginEvent& event) {
   return json_response(200, {{"removed", pod.has_value()}});
 }
 
-EventResponse Agent::handle_check(const PluginEvent& event) {
+EventResponse Agent::handle_check(const nodeapi::PluginEvent& event) {
   auto pod = find_pod(event.pod_uid);
   if (!pod) {
     if (!decide(options_.policy, event.pod_namespace, event.pod_name).enroll) {

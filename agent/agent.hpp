@@ -8,7 +8,7 @@
 #include <string>
 
 #include "agent/event_server.hpp"
-#include "agent/plugin_event.hpp"
+#include "nodeapi/plugin_event.hpp"
 #include "agent/pod_store.hpp"
 #include "agent/policy.hpp"
 #include "agent/redirect.hpp"
@@ -38,7 +38,7 @@ struct AgentOptions {
 /// meshnode-agent's core (issue 4): enrollment, in-pod rules, the ZDS server and the plugin-event
 /// server, with the enrolled pods persisted in the run dir.
 ///
-/// Plugin events (research §2.5), all POST with a JSON body (plugin_event.hpp):
+/// Plugin events (research §2.5), all POST with a JSON body (nodeapi/plugin_event.hpp):
 /// - `/cmdadd`: 400 naming the bad field; not enrolled by policy → 200 `{"enrolled":false,...}`;
 ///   otherwise open the netns, apply rules, persist, AddWorkload+fd to the newest proxy and answer
 ///   200 `{"enrolled":true}` only after its Ack. Any failure → rules removed, record dropped, 500
@@ -82,9 +82,9 @@ class Agent {
   };
 
   Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore store);
-  EventResponse handle_add(const PluginEvent& event);
-  EventResponse handle_del(const PluginEvent& event);
-  EventResponse handle_check(const PluginEvent& event);
+  EventResponse handle_add(const nodeapi::PluginEvent& event);
+  EventResponse handle_del(const nodeapi::PluginEvent& event);
+  EventResponse handle_check(const nodeapi::PluginEvent& event);
   EventResponse fail_add(const PodRecord& record, const base::Netns& netns, const std::string& reason);
   void restore_pods();
   std::vector<ZdsServer::SnapshotEntry> snapshot() const;

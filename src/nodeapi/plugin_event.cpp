@@ -1,11 +1,14 @@
-// CNI plugin event bodies (research §2.5).
-#include "agent/plugin_event.hpp"
+// CNI plugin event bodies (research §2.5): one schema for meshnode-cni (writer) and
+// meshnode-agent (reader).
+#include "nodeapi/plugin_event.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <cstdint>
 
-namespace meshnode::agent {
+namespace meshnode::nodeapi {
 namespace {
 
 using base::Errc;
@@ -90,7 +93,56 @@ Result<std::string> netns_field(const json& body, EventKind kind) {
   return netns;
 }
 
+// The netmask of a /`prefix_len` network of `ip`'s family, as raw bytes (Go `net.IPMask`).
+std::string netmask_bytes(const base::IpAddr& ip, int prefix_len) {
+  const std::size_t len = ip.is_v4() ? 4 : 16;
+  std::string mask(len, '\0');
+  for (std::size_t bit = 0; bit < static_cast<std::size_t>(std::max(prefix_len, 0)) && bit < len * 8; ++bit) {
+    mask[bit / 8] = static_cast<char>(static_cast<unsigned char>(mask[bit / 8]) | (0x80u >> (bit % 8)));
+  }
+  return mask;
+}
+
 }  // namespace
+
+std::string encode_base64(std::string_view bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::uint32_t n = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 2]);
+    out.push_back(kAlphabet[(n >> 18) & 63]);
+    out.push_back(kAlphabet[(n >> 12) & 63]);
+    out.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
+    out.push_back(i + 2 < bytes.size() ? kAlphabet[n & 63] : '=');
+  }
+  return out;
+}
+
+std::string encode_plugin_event(const PluginEvent& event) {
+  using OrderedJson = nlohmann::ordered_json;
+  OrderedJson body;
+  body["Netns"] = event.netns;
+  body["PodName"] = event.pod_name;
+  body["PodNamespace"] = event.pod_namespace;
+  body["IPs"] = OrderedJson::array();
+  for (const PodIp& ip : event.ips) {
+    OrderedJson entry;
+    entry["Interface"] = ip.interface ? OrderedJson(*ip.interface) : OrderedJson(nullptr);
+    entry["Address"]["IP"] = ip.ip.to_string();
+    if (ip.prefix_len) entry["Address"]["Mask"] = encode_base64(netmask_bytes(ip.ip, *ip.prefix_len));
+    entry["Gateway"] = ip.gateway ? OrderedJson(ip.gateway->to_string()) : OrderedJson(nullptr);
+    body["IPs"].push_back(std::move(entry));
+  }
+  body["PodUID"] = event.pod_uid;
+  if (!event.service_account.empty()) body["PodServiceAccount"] = event.service_account;
+  body["ContainerID"] = event.container_id;
+  body["IfName"] = event.ifname;
+  return body.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
 
 std::optional<std::string> decode_base64(std::string_view text) {
   if (text.size() % 4 != 0) return std::nullopt;
@@ -137,7 +189,8 @@ Result<PluginEvent> parse_plugin_event(std::string_view body, EventKind kind) {
     if (!value) return std::unexpected(value.error());
     *target = std::move(*value);
   }
-  for (auto [field, target] : {std::pair{"PodUID", &event.pod_uid}, std::pair{"PodServiceAccount", &event.service_account}}) {
+  for (auto [field, target] : {std::pair{"PodUID", &event.pod_uid}, std::pair{"PodServiceAccount", &event.service_account},
+                               std::pair{"ContainerID", &event.container_id}, std::pair{"IfName", &event.ifname}}) {
     auto value = optional_string(doc, field);
     if (!value) return std::unexpected(value.error());
     *target = std::move(*value);
@@ -155,4 +208,4 @@ Result<PluginEvent> parse_plugin_event(std::string_view body, EventKind kind) {
   return event;
 }
 
-}  // namespace meshnode::agent
+}  // namespace meshnode::nodeapi

@@ -1,10 +1,10 @@
-#include "agent/plugin_event.hpp"
+#include "nodeapi/plugin_event.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace meshnode::agent {
+namespace meshnode::nodeapi {
 namespace {
 
 TEST(PluginEvent, ReferenceBodyParses) {
@@ -92,7 +92,7 @@ TEST(PluginEvent, DelAndCheckNeedNoNetns) {
   }
 }
 
-TEST(PluginEvent, Base64) {
+TEST(PluginEvent, Base64Decode) {
   EXPECT_EQ(decode_base64("////AA=="), std::string("\xff\xff\xff\x00", 4));
   EXPECT_EQ(decode_base64("YWJj"), "abc");
   EXPECT_EQ(decode_base64("YWI="), "ab");
@@ -103,5 +103,48 @@ TEST(PluginEvent, Base64) {
   EXPECT_FALSE(decode_base64("YW\nj"));
 }
 
+TEST(PluginEvent, Base64Encode) {
+  EXPECT_EQ(encode_base64(""), "");
+  EXPECT_EQ(encode_base64("f"), "Zg==");
+  EXPECT_EQ(encode_base64("fo"), "Zm8=");
+  EXPECT_EQ(encode_base64("foo"), "Zm9v");
+  EXPECT_EQ(encode_base64("foobar"), "Zm9vYmFy");
+}
+
+// What meshnode-cni writes is what meshnode-agent reads: every field survives encode → parse, for
+// each endpoint kind, with IPv4 and IPv6 addresses, with and without interface, mask and gateway.
+TEST(PluginEvent, RoundTripKeepsEveryField) {
+  PluginEvent event;
+  event.netns = "/var/run/netns/cni-5f1e";
+  event.pod_name = "web-7d9c";
+  event.pod_namespace = "shop";
+  event.pod_uid = "6b7e2a2c-1f0d-4c53-9a51-0c4b0f7d0e11";
+  event.service_account = "web";
+  event.container_id = "c0ffee";
+  event.ifname = "eth0";
+  event.ips = {
+      PodIp{0, *base::IpAddr::parse("10.244.0.7"), 24, *base::IpAddr::parse("10.244.0.1")},
+      PodIp{std::nullopt, *base::IpAddr::parse("fd00::7"), 64, std::nullopt},
+      PodIp{3, *base::IpAddr::parse("198.19.1.5"), 32, std::nullopt},
+      PodIp{std::nullopt, *base::IpAddr::parse("fd00::8"), std::nullopt, *base::IpAddr::parse("fd00::1")},
+  };
+  const std::string body = encode_plugin_event(event);
+  for (EventKind kind : {EventKind::kAdd, EventKind::kDel, EventKind::kCheck}) {
+    auto parsed = parse_plugin_event(body, kind);
+    ASSERT_TRUE(parsed) << parsed.error().message() << "\n" << body;
+    EXPECT_EQ(*parsed, event) << body;
+  }
+  // A DEL without netns, pod uid or service account comes back with the documented defaults.
+  PluginEvent del;
+  del.pod_name = "p";
+  del.pod_namespace = "ns";
+  auto parsed = parse_plugin_event(encode_plugin_event(del), EventKind::kDel);
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->netns, "");
+  EXPECT_EQ(parsed->pod_uid, "ns/p");
+  EXPECT_EQ(parsed->service_account, "default");
+  EXPECT_TRUE(parsed->ips.empty());
+}
+
 }  // namespace
-}  // namespace meshnode::agent
+}  // namespace meshnode::nodeapi

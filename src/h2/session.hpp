@@ -17,14 +17,15 @@
 #include "base/error.hpp"
 #include "h2/byte_queue.hpp"
 #include "h2/header.hpp"
-#include "h2/tls_stream.hpp"
+#include "tls/tls_stream.hpp"
 #include "net/byte_stream.hpp"
 
 #include <nghttp2/nghttp2.h>
 
 namespace meshnode::h2 {
 
-using TlsSocket = TlsStream;
+/// The TLS connection a session runs over (tls/ owns the OpenSSL wrapper).
+using TlsSocket = tls::TlsStream;
 
 /// HTTP/2 settings of an HBONE connection. Defaults follow ztunnel (research §2.1: max frame 1 MiB,
 /// PING every 10 s, dead after 20 s without PONG) except the receive windows: 1 MiB per stream and

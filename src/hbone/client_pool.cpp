@@ -137,7 +137,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
   if (ec) co_return fail(Errc::kIo, "assign socket", ec);
   SSL* ssl = SSL_new((*identity)->client_ctx.get());
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
-  h2::TlsSocket tls_socket(std::move(tcp), ssl);
+  tls::TlsStream tls_socket(std::move(tcp), ssl);
 
   net::Deadline deadline(ex_, options_.connect_timeout, [&tls_socket] { tls_socket.close(); });
   auto [cec] = co_await tls_socket.socket().async_connect(endpoint, kNoThrow);
@@ -148,7 +148,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
     }
     co_return fail(Errc::kConnectFailed, "connect to " + key.destination.to_string(), cec);
   }
-  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kClient);
+  auto handshake = co_await tls_socket.handshake(tls::TlsStream::Role::kClient);
   if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake with " + key.destination.to_string());
     co_return fail(Errc::kTlsHandshake, "TLS handshake with " + key.destination.to_string() + ": " +
@@ -156,10 +156,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
   }
   deadline.cancel();
 
-  const unsigned char* alpn = nullptr;
-  unsigned int alpn_len = 0;
-  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
-  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+  if (!tls_socket.negotiated_h2()) {
     co_return fail(Errc::kTlsHandshake, "peer " + key.destination.to_string() + " did not negotiate ALPN h2");
   }
   auto peer = tls::verify_server_identity(tls_socket.native_handle(), key.expected);

@@ -37,16 +37,4 @@ base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
   return addr;
 }
 
-base::Result<std::string> forwarded_for(std::string_view forwarded) {
-  auto pos = forwarded.find("for=");
-  if (pos == std::string_view::npos) return base::fail(base::Errc::kNotFound, "no for= in forwarded header");
-  auto rest = forwarded.substr(pos + 4);
-  if (!rest.empty() && rest.front() == '"') {
-    auto close = rest.find('"', 1);
-    if (close == std::string_view::npos) return base::fail(base::Errc::kInvalidArgument, "unterminated for=");
-    return std::string(rest.substr(1, close - 1));
-  }
-  return std::string(rest.substr(0, rest.find_first_of(";,")));
-}
-
 }  // namespace meshnode::hbone

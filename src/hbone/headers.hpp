@@ -32,8 +32,4 @@ struct ConnectInfo {
 /// (double HBONE) are not supported yet: Errc::kInvalidArgument naming the text.
 [[nodiscard]] base::Result<base::SocketAddr> parse_authority(std::string_view authority);
 
-/// The `for=` address of a `forwarded` header (`for="1.2.3.4:5"` or `for=1.2.3.4`); nullopt-like
-/// error when absent or malformed. Used for logging only, never for trust decisions.
-[[nodiscard]] base::Result<std::string> forwarded_for(std::string_view forwarded);
-
 }  // namespace meshnode::hbone

@@ -27,9 +27,9 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
 
   SSL* ssl = SSL_new(ctx);
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
-  h2::TlsSocket tls_socket(std::move(socket), ssl);
+  tls::TlsStream tls_socket(std::move(socket), ssl);
   net::Deadline deadline(ex, handshake_timeout, [&tls_socket] { tls_socket.close(); });
-  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kServer);
+  auto handshake = co_await tls_socket.handshake(tls::TlsStream::Role::kServer);
   if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake from " + info->peer.to_string());
     std::string reason = tls::verify_failure_reason(tls_socket.native_handle());
@@ -37,10 +37,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
                                             (reason.empty() ? handshake.error().context : reason));
   }
   deadline.cancel();
-  const unsigned char* alpn = nullptr;
-  unsigned int alpn_len = 0;
-  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
-  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+  if (!tls_socket.negotiated_h2()) {
     co_return fail(Errc::kTlsHandshake, "client " + info->peer.to_string() + " did not negotiate ALPN h2");
   }
   auto identity = tls::peer_identity(tls_socket.native_handle());

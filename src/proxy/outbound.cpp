@@ -184,7 +184,10 @@ asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, 
                                                              bool socks5_reply) {
   ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
-  rec.id = next_trace_id();
+  // The trace id is both the connection id of the logs and the traceparent sent upstream.
+  const std::uint64_t trace_hi = rng_();
+  const std::uint64_t trace_lo = rng_();
+  rec.id = fmt::format("{:016x}{:016x}", trace_hi, trace_lo);
   rec.labels.reporter = "source";
   rec.src_addr = client;
   rec.dst_addr = target.to_string();
@@ -213,7 +216,7 @@ asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, 
 
   if (route->kind == state::Route::Kind::kHbone) {
     hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
-                            "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00"};
+                            hbone::make_traceparent(trace_hi, trace_lo, rng_())};
     hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
     const h2::Headers headers = hbone::connect_headers(info);
     auto stream = co_await pool_.connect(key, headers);

@@ -1,4 +1,4 @@
-#include "h2/tls_stream.hpp"
+#include "tls/tls_stream.hpp"
 
 #include <openssl/err.h>
 
@@ -10,8 +10,9 @@
 #include <utility>
 
 #include "net/awaitable.hpp"
+#include "tls/ossl.hpp"
 
-namespace meshnode::h2 {
+namespace meshnode::tls {
 namespace {
 
 using base::Errc;
@@ -26,17 +27,6 @@ long out_bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1
 int out_bio_create(BIO* bio) {
   BIO_set_init(bio, 1);
   return 1;
-}
-
-std::string drain_errors() {
-  std::string out;
-  char buf[256];
-  while (unsigned long e = ERR_get_error()) {
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
 }
 
 }  // namespace
@@ -129,7 +119,7 @@ base::Result<bool> TlsStream::write_now(std::span<const std::byte> data) {
     ERR_clear_error();
     std::size_t written = 0;
     if (SSL_write_ex(ssl_, data.data(), data.size(), &written) != 1) {
-      std::string queued = drain_errors();
+      std::string queued = openssl_errors();
       return base::fail(Errc::kTlsHandshake, "TLS write: " + (queued.empty() ? std::string("TLS error") : queued));
     }
     data = data.subspan(written);
@@ -158,6 +148,13 @@ TlsStream::~TlsStream() {
   if (ssl_ != nullptr) SSL_free(ssl_);
 }
 
+bool TlsStream::negotiated_h2() const noexcept {
+  const unsigned char* alpn = nullptr;
+  unsigned int alpn_len = 0;
+  SSL_get0_alpn_selected(ssl_, &alpn, &alpn_len);
+  return alpn_len == 2 && alpn[0] == 'h' && alpn[1] == '2';
+}
+
 void TlsStream::close() {
   std::error_code ignored;
   socket_.close(ignored);
@@ -170,7 +167,7 @@ asio::awaitable<std::optional<base::Error>> TlsStream::wait_for(int ssl_error, i
     case SSL_ERROR_WANT_WRITE: wait = asio::ip::tcp::socket::wait_write; break;
     case SSL_ERROR_ZERO_RETURN: co_return base::Error{Errc::kClosed, std::string(what) + ": peer sent close_notify"};
     case SSL_ERROR_SYSCALL: {
-      std::string queued = drain_errors();
+      std::string queued = openssl_errors();
       if (saved_errno == ECONNRESET || saved_errno == EPIPE) {
         co_return base::Error{Errc::kReset, what, std::error_code(saved_errno, std::system_category())};
       }
@@ -179,7 +176,7 @@ asio::awaitable<std::optional<base::Error>> TlsStream::wait_for(int ssl_error, i
                             std::error_code(saved_errno, std::system_category())};
     }
     default: {
-      std::string queued = drain_errors();
+      std::string queued = openssl_errors();
       co_return base::Error{Errc::kTlsHandshake, std::string(what) + ": " + (queued.empty() ? "TLS error" : queued)};
     }
   }
@@ -247,4 +244,4 @@ asio::awaitable<base::Result<void>> TlsStream::write_all(std::span<const std::by
   co_return base::Result<void>{};
 }
 
-}  // namespace meshnode::h2
+}  // namespace meshnode::tls

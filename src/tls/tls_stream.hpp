@@ -13,9 +13,10 @@
 
 #include "base/error.hpp"
 
-namespace meshnode::h2 {
+namespace meshnode::tls {
 
-/// TLS over a connected TCP socket. OpenSSL reads the non-blocking fd itself (a socket BIO, with
+/// TLS over a connected TCP socket: the one OpenSSL I/O wrapper of the project (its errors are
+/// read with tls::openssl_errors, like every other OpenSSL call). OpenSSL reads the non-blocking fd itself (a socket BIO, with
 /// read-ahead so one recv() fills several records); its output goes to a buffer of ours (a small
 /// custom BIO) that is sent with one send() per batch, so a 64 KiB write costs one syscall and
 /// one TCP segment train instead of one per 16 KiB record. Asio only waits for readiness.
@@ -57,6 +58,9 @@ class TlsStream {
   /// Closes the TCP socket; pending reads and writes complete with Errc::kClosed.
   void close();
 
+  /// True when the handshake negotiated ALPN "h2" (HBONE requires it on both sides).
+  [[nodiscard]] bool negotiated_h2() const noexcept;
+
   [[nodiscard]] SSL* native_handle() const noexcept { return ssl_; }
   [[nodiscard]] bool is_open() const noexcept { return socket_.is_open(); }
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
@@ -83,4 +87,4 @@ class TlsStream {
   bool buffers_output_ = false;  ///< our output BIO is installed (else OpenSSL writes the socket)
 };
 
-}  // namespace meshnode::h2
+}  // namespace meshnode::tls

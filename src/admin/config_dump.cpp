@@ -132,7 +132,7 @@ http::HttpResponse debug_authz(const state::StateSnapshot& snapshot, const std::
   }
   auto workload = workload_with_ip(snapshot, dst->ip);
   if (!workload) return json_response(404, nlohmann::json{{"error", "no workload has IP " + dst->ip.to_string()}});
-  state::AuthzRequest request{*src, identity, *dst, workload.get()};
+  state::AuthzRequest request{base::ClientAddr{*src}, identity, *dst, workload.get()};
   auto decision = state::authorize(snapshot, request);
   nlohmann::json policies = nlohmann::json::array();
   for (const auto& e : state::explain(snapshot, request)) {

@@ -127,10 +127,10 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {
   auto identity = certs_.get(key.source);
   if (!identity) co_return std::unexpected(identity.error());
-  auto fd = net::make_connect_socket(netns_.get(), key.destination, options_.mark);
+  auto fd = net::make_connect_socket(netns_.get(), key.destination.addr, options_.mark);
   if (!fd) co_return std::unexpected(fd.error());
 
-  auto endpoint = to_endpoint(key.destination);
+  auto endpoint = to_endpoint(key.destination.addr);
   asio::ip::tcp::socket tcp(ex_);
   std::error_code ec;
   tcp.assign(endpoint.protocol(), fd->release(), ec);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "base/netns.hpp"
 #include "base/spiffe.hpp"
@@ -23,7 +24,7 @@ namespace meshnode::hbone {
 struct PoolKey {
   base::SpiffeId source;
   std::vector<base::SpiffeId> expected;  ///< peer must present one of these URI SANs
-  base::SocketAddr destination;          ///< podIP:15008
+  base::NextHop destination;             ///< podIP:15008
   base::IpAddr source_ip;
   friend auto operator<=>(const PoolKey&, const PoolKey&) = default;
   friend bool operator==(const PoolKey&, const PoolKey&) = default;

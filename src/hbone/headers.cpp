@@ -25,7 +25,7 @@ std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std
   return std::string(buf.data(), 55);
 }
 
-base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
+base::Result<base::HboneTarget> parse_authority(std::string_view authority) {
   auto invalid = [&] {
     return base::fail(base::Errc::kInvalidArgument, "invalid CONNECT authority '" + std::string(authority) + "'");
   };
@@ -34,7 +34,7 @@ base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
   if (authority.find_first_not_of("0123456789abcdefABCDEF.:[]") != std::string_view::npos) return invalid();
   auto addr = base::SocketAddr::parse(authority);
   if (!addr) return invalid();
-  return addr;
+  return base::HboneTarget{*addr};
 }
 
 }  // namespace meshnode::hbone

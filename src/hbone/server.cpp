@@ -22,7 +22,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
   auto peer = net::peer_addr(socket.native_handle());
   auto local = net::local_addr(socket.native_handle());
   if (!peer || !local) co_return fail(Errc::kIo, "inbound HBONE socket has no addresses");
-  info->peer = *peer;
+  info->peer = base::ClientAddr{*peer};
   info->local = *local;
 
   SSL* ssl = SSL_new(ctx);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "base/error.hpp"
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "base/spiffe.hpp"
 #include "h2/session.hpp"
@@ -18,7 +19,7 @@ namespace meshnode::hbone {
 
 /// Facts about one accepted, authenticated HBONE connection, shared by all its streams.
 struct InboundConnection {
-  base::SocketAddr peer;        ///< TCP peer (the remote node proxy, i.e. the client pod IP)
+  base::ClientAddr peer;        ///< TCP peer (the remote node proxy, i.e. the client pod IP)
   base::SocketAddr local;       ///< address the connection arrived on (this pod's IP:15008)
   base::SpiffeId peer_identity; ///< first URI SAN of the verified client certificate
 };

@@ -13,7 +13,7 @@
 
 namespace meshnode::proxy {
 
-state::AuthzDecision PodWorker::authorize_inbound(const state::StateSnapshot& snapshot, const base::SocketAddr& source,
+state::AuthzDecision PodWorker::authorize_inbound(const state::StateSnapshot& snapshot, const base::ClientAddr& source,
                                                   const std::optional<base::SpiffeId>& identity,
                                                   const base::SocketAddr& destination, const std::string& id) const {
   auto local = local_workload(snapshot);
@@ -30,7 +30,7 @@ state::AuthzDecision PodWorker::authorize_inbound(const state::StateSnapshot& sn
   return decision;
 }
 
-ConnectionTracker::Recheck PodWorker::recheck_for(base::SocketAddr source, std::optional<base::SpiffeId> identity,
+ConnectionTracker::Recheck PodWorker::recheck_for(base::ClientAddr source, std::optional<base::SpiffeId> identity,
                                                    base::SocketAddr destination, std::string id,
                                                    std::optional<base::Error>& closed_by_policy) const {
   return [this, source, identity = std::move(identity), destination, id = std::move(id),
@@ -94,7 +94,7 @@ asio::awaitable<bool> PodWorker::open_inbound_hbone(InboundTunnel& t, Connection
                                                     h2::Stream& stream, const hbone::InboundConnection& conn) {
   ConnectionRecord& rec = t.rec;
   rec.direction = "inbound";
-  rec.src_addr = conn.peer;
+  rec.src_addr = conn.peer.addr;
   rec.labels.reporter = "destination";
   rec.labels.connection_security_policy = "mutual_tls";
   rec.labels.source_principal = conn.peer_identity.to_string();
@@ -104,7 +104,7 @@ asio::awaitable<bool> PodWorker::open_inbound_hbone(InboundTunnel& t, Connection
   auto snapshot = shared_.state.load();
   if (auto local = local_workload(*snapshot)) {
     set_destination(rec.labels, *local);
-    if (auto src = snapshot->workload_by_address(local->network, conn.peer.ip)) set_source(rec.labels, *src);
+    if (auto src = snapshot->workload_by_address(local->network, conn.peer.ip())) set_source(rec.labels, *src);
   }
   rec.labels.destination_principal = pod_->identity.to_string();
   // Every stream is counted once opened and once closed, rejected ones included.
@@ -125,17 +125,18 @@ asio::awaitable<bool> PodWorker::open_inbound_hbone(InboundTunnel& t, Connection
   rec.dst_hbone_addr = std::string(stream.header(":authority"));
   auto target = hbone::parse_authority(rec.dst_hbone_addr);
   if (!target) co_return reject(400, {base::Errc::kProtocol, target.error().context});
-  if (!is_own_ip(target->ip)) {
+  if (!is_own_ip(target->ip())) {
     co_return reject(400, {base::Errc::kProtocol, "ip mismatch: authority " + rec.dst_hbone_addr + " is not this pod"});
   }
-  if (state::is_illegal_port(target->port)) {
+  if (state::is_illegal_port(target->port())) {
     co_return reject(503, {base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + rec.dst_hbone_addr});
   }
   rec.dst_addr = target->to_string();
-  auto decision = authorize_inbound(*snapshot, conn.peer, conn.peer_identity, *target, rec.id);
+  auto decision = authorize_inbound(*snapshot, conn.peer, conn.peer_identity, target->addr, rec.id);
   if (!decision.allowed) co_return reject(401, {base::Errc::kPolicyDenied, decision.reason});
-  guard.set_recheck(recheck_for(conn.peer, conn.peer_identity, *target, rec.id, t.closed_by_policy));
-  auto connected = co_await connect_upstream(*target, &conn.peer.ip);
+  guard.set_recheck(recheck_for(conn.peer, conn.peer_identity, target->addr, rec.id, t.closed_by_policy));
+  const base::NextHop app{target->addr};
+  auto connected = co_await connect_upstream(app, &conn.peer);
   if (!connected) co_return reject(503, connected.error());
   t.upstream = std::make_unique<net::TcpStream>(std::move(*connected));
   if (auto ok = stream.respond(200); !ok) {
@@ -193,11 +194,13 @@ asio::awaitable<void> PodWorker::handle_inbound_plaintext(asio::ip::tcp::socket 
     co_return fail_with({base::Errc::kRecursiveCall, "attempted recursive call to ourselves: " + orig->to_string()});
   }
   // No peer identity on this path: a "require mTLS" policy (notPrincipals: [Presence]) denies it.
-  auto decision = authorize_inbound(*snapshot, *peer, std::nullopt, *orig, rec.id);
+  const base::ClientAddr client{*peer};
+  auto decision = authorize_inbound(*snapshot, client, std::nullopt, *orig, rec.id);
   if (!decision.allowed) co_return fail_with({base::Errc::kPolicyDenied, decision.reason});
   std::optional<base::Error> closed_by_policy;
-  guard.set_recheck(recheck_for(*peer, std::nullopt, *orig, rec.id, closed_by_policy));
-  auto connected = co_await connect_upstream(*orig, &peer->ip);
+  guard.set_recheck(recheck_for(client, std::nullopt, *orig, rec.id, closed_by_policy));
+  const base::NextHop app{*orig};
+  auto connected = co_await connect_upstream(app, &client);
   if (!connected) co_return fail_with(connected.error());
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
 

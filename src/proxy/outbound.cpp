@@ -105,7 +105,9 @@ asio::awaitable<void> PodWorker::handle_outbound(asio::ip::tcp::socket socket) {
                  (peer ? orig.error() : peer.error()).message());
     co_return;
   }
-  co_await serve_outbound(downstream, *peer, *orig, false);
+  const base::ClientAddr client{*peer};
+  const base::OrigDstAddr target{*orig};
+  co_await serve_outbound(downstream, client, target, false);
 }
 
 asio::awaitable<void> PodWorker::handle_socks5(asio::ip::tcp::socket socket) {
@@ -123,13 +125,14 @@ asio::awaitable<void> PodWorker::handle_socks5(asio::ip::tcp::socket socket) {
     co_return;
   }
   // The app dialled loopback; upstream, the connection comes from the pod's own address.
-  base::SocketAddr client = *peer;
-  if (!pod_->ips.empty()) client.ip = pod_->ips.front();
-  co_await serve_outbound(downstream, client, *target, true);
+  base::ClientAddr client{*peer};
+  if (!pod_->ips.empty()) client.addr.ip = pod_->ips.front();
+  const base::OrigDstAddr orig_dst{*target};
+  co_await serve_outbound(downstream, client, orig_dst, true);
 }
 
-asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base::SocketAddr client,
-                                                base::SocketAddr target, bool socks5_reply) {
+asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base::ClientAddr client,
+                                                base::OrigDstAddr target, bool socks5_reply) {
   // This frame lives as long as the connection, so it holds only what the copy and the closing
   // log need; routing and dialling run in open_outbound, whose (much larger) frame is freed first.
   OutboundTunnel t;
@@ -180,7 +183,7 @@ std::shared_ptr<const state::Workload> PodWorker::local_workload(const state::St
 }
 
 asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream& downstream,
-                                                             base::SocketAddr client, base::SocketAddr target,
+                                                             base::ClientAddr client, base::OrigDstAddr target,
                                                              bool socks5_reply) {
   ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
@@ -189,7 +192,7 @@ asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, 
   const std::uint64_t trace_lo = rng_();
   rec.id = fmt::format("{:016x}{:016x}", trace_hi, trace_lo);
   rec.labels.reporter = "source";
-  rec.src_addr = client;
+  rec.src_addr = client.addr;
   rec.dst_addr = target.to_string();
 
   auto snapshot = shared_.state.load();
@@ -217,7 +220,7 @@ asio::awaitable<base::Result<void>> PodWorker::open_outbound(OutboundTunnel& t, 
   if (route->kind == state::Route::Kind::kHbone) {
     hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
                             hbone::make_traceparent(trace_hi, trace_lo, rng_())};
-    hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
+    hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip()};
     const h2::Headers headers = hbone::connect_headers(info);
     auto stream = co_await pool_.connect(key, headers);
     if (!stream) co_return std::unexpected(std::move(stream.error()));

@@ -105,9 +105,10 @@ asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<
   }
 }
 
-asio::awaitable<base::Result<asio::ip::tcp::socket>> PodWorker::connect_upstream(const base::SocketAddr& addr,
-                                                                                 const base::IpAddr* client) {
-  const base::IpAddr* source = shared_.options.transparent_inbound ? client : nullptr;
+asio::awaitable<base::Result<asio::ip::tcp::socket>> PodWorker::connect_upstream(const base::NextHop& next_hop,
+                                                                                 const base::ClientAddr* client) {
+  const base::SocketAddr& addr = next_hop.addr;
+  const base::IpAddr* source = shared_.options.transparent_inbound && client != nullptr ? &client->addr.ip : nullptr;
   auto fd = net::make_connect_socket(pod_->netns.get(), addr, net::kProxyMark, source);
   if (!fd) co_return std::unexpected(fd.error());
   asio::ip::tcp::socket socket(io_);

@@ -96,7 +96,7 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   asio::awaitable<void> handle_socks5(asio::ip::tcp::socket socket);
   /// Routes and carries one outbound connection whose target is known (captured or socks5).
   /// With `socks5_reply` the RFC 1928 reply is written once the upstream is (or is not) reached.
-  asio::awaitable<void> serve_outbound(net::TcpStream& downstream, base::SocketAddr client, base::SocketAddr target,
+  asio::awaitable<void> serve_outbound(net::TcpStream& downstream, base::ClientAddr client, base::OrigDstAddr target,
                                        bool socks5_reply);
   /// What an outbound connection keeps while its bytes flow.
   struct OutboundTunnel {
@@ -110,7 +110,7 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   /// @returns the refusal reason when the connection cannot be carried (nothing answered,
   ///          counted or logged yet: refuse_outbound does that).
   asio::awaitable<base::Result<void>> open_outbound(OutboundTunnel& t, net::TcpStream& downstream,
-                                                    base::SocketAddr client, base::SocketAddr target,
+                                                    base::ClientAddr client, base::OrigDstAddr target,
                                                     bool socks5_reply);
   /// Ends a refused outbound connection: one open and one failed close in the metrics, one log line.
   void refuse_outbound(OutboundTunnel& t, base::Error error);
@@ -135,20 +135,20 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
                                            const hbone::InboundConnection& conn);
   /// L4 authorization of an inbound connection to this pod (logs dry-run verdicts).
   [[nodiscard]] state::AuthzDecision authorize_inbound(const state::StateSnapshot& snapshot,
-                                                       const base::SocketAddr& source,
+                                                       const base::ClientAddr& source,
                                                        const std::optional<base::SpiffeId>& identity,
                                                        const base::SocketAddr& destination, const std::string& id) const;
   /// A tracker re-check that re-authorizes this connection on a new snapshot; when denied it
   /// records "closed: policy change" in `closed_by_policy` (which must outlive the tracking).
-  [[nodiscard]] ConnectionTracker::Recheck recheck_for(base::SocketAddr source, std::optional<base::SpiffeId> identity,
+  [[nodiscard]] ConnectionTracker::Recheck recheck_for(base::ClientAddr source, std::optional<base::SpiffeId> identity,
                                                        base::SocketAddr destination, std::string id,
                                                        std::optional<base::Error>& closed_by_policy) const;
   /// Access log + closing metrics of an inbound connection after its copy ended.
   void finish_inbound(ConnectionRecord& rec, Transferred& moved, std::optional<base::Error>& closed_by_policy);
   /// Connects from inside the pod netns (SO_MARK 0x539) with the connect timeout; with `client`
   /// and transparent_inbound on, from the client's address.
-  asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::SocketAddr& addr,
-                                                                        const base::IpAddr* client = nullptr);
+  asio::awaitable<base::Result<asio::ip::tcp::socket>> connect_upstream(const base::NextHop& next_hop,
+                                                                        const base::ClientAddr* client = nullptr);
   [[nodiscard]] bool is_own_ip(const base::IpAddr& ip) const;
   std::string next_trace_id();
 

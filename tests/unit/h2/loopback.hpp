@@ -180,14 +180,15 @@ class HboneLoopback {
 
   hbone::PoolKey key(std::vector<base::SpiffeId> expected = {kServerId}) const {
     return hbone::PoolKey{kClientId, std::move(expected),
-                          base::SocketAddr{base::IpAddr::v4({127, 0, 0, 1}), port_},
+                          base::NextHop{base::SocketAddr{base::IpAddr::v4({127, 0, 0, 1}), port_}},
                           base::IpAddr::v4({127, 0, 0, 1})};
   }
 
   /// CONNECT headers for a stream the server serves in `mode` (see serve_stream).
   h2::Headers headers(std::string mode, std::string tag = "", std::size_t size = 0, std::uint64_t seed = 0) const {
-    hbone::ConnectInfo info{base::SocketAddr{base::IpAddr::v4({127, 0, 0, 1}), 8080},
-                            base::SocketAddr{base::IpAddr::v4({10, 0, 0, 1}), 43210}, "echo.default.svc.cluster.local",
+    hbone::ConnectInfo info{base::HboneTarget{base::SocketAddr{base::IpAddr::v4({127, 0, 0, 1}), 8080}},
+                            base::ClientAddr{base::SocketAddr{base::IpAddr::v4({10, 0, 0, 1}), 43210}},
+                            "echo.default.svc.cluster.local",
                             "", hbone::make_traceparent(1, 2, 3)};
     auto h = hbone::connect_headers(info);
     h.push_back({"x-mode", std::move(mode)});

@@ -1,8 +1,6 @@
 #include "h2/session.hpp"
 
 #include "net/awaitable.hpp"
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -226,11 +224,12 @@ base::Result<void> Session::init() {
   return {};
 }
 
-void Session::start() {
+void Session::start(net::DrainScope& tasks) {
   auto ex = socket_.get_executor();
-  asio::co_spawn(ex, read_loop(shared_from_this()), asio::detached);
-  asio::co_spawn(ex, write_loop(shared_from_this()), asio::detached);
-  asio::co_spawn(ex, keepalive_loop(shared_from_this()), asio::detached);
+  auto self = shared_from_this();
+  tasks.spawn(ex, read_loop(self), "h2 reader");
+  tasks.spawn(ex, write_loop(self), "h2 writer");
+  tasks.spawn(ex, keepalive_loop(self), "h2 keepalive");
 }
 
 std::uint32_t Session::peer_max_concurrent_streams() const noexcept {

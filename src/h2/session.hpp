@@ -19,6 +19,7 @@
 #include "h2/header.hpp"
 #include "tls/tls_stream.hpp"
 #include "net/byte_stream.hpp"
+#include "net/drain_scope.hpp"
 
 #include <nghttp2/nghttp2.h>
 
@@ -118,8 +119,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                                                      StreamHandler handler = {});
   ~Session();
 
-  /// Sends the connection preface/SETTINGS and starts the coroutines.
-  void start();
+  /// Sends the connection preface/SETTINGS and starts the coroutines (reader, writer, keepalive)
+  /// in `tasks`, which must outlive them; they end when the connection does.
+  void start(net::DrainScope& tasks);
   /// Client: submits a request (HBONE: :method CONNECT + :authority + extra headers) with an open
   /// DATA source. Errc::kClosed if the connection is dead or going away.
   [[nodiscard]] base::Result<std::shared_ptr<Stream>> open_stream(const Headers& headers);

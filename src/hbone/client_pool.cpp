@@ -33,14 +33,26 @@ struct ClientPool::Pending {
 };
 
 ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
-                       Options options)
-    : ex_(std::move(ex)), netns_(std::move(netns)), certs_(certs), options_(std::move(options)) {}
+                       net::SocketFactory& sockets, net::DrainScope& tasks, Options options)
+    : ex_(std::move(ex)),
+      netns_(std::move(netns)),
+      certs_(certs),
+      sockets_(sockets),
+      tasks_(tasks),
+      options_(std::move(options)) {}
 
 ClientPool::~ClientPool() { close_all(); }
 
 void ClientPool::close_all() {
   for (auto& [key, entries] : pool_) {
     for (auto& e : entries) e.session->abort("client pool closed");
+  }
+  pool_.clear();
+}
+
+void ClientPool::drain_all() {
+  for (auto& [key, entries] : pool_) {
+    for (auto& e : entries) e.session->drain();
   }
   pool_.clear();
 }
@@ -127,13 +139,13 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {
   auto identity = certs_.get(key.source);
   if (!identity) co_return std::unexpected(identity.error());
-  auto fd = net::make_connect_socket(netns_.get(), key.destination.addr, options_.mark);
-  if (!fd) co_return std::unexpected(fd.error());
+  auto dialable = sockets_.upstream(netns_.get(), key.destination.addr, options_.mark, nullptr);
+  if (!dialable) co_return std::unexpected(dialable.error());
 
-  auto endpoint = to_endpoint(key.destination.addr);
+  auto endpoint = to_endpoint(dialable->address);
   asio::ip::tcp::socket tcp(ex_);
   std::error_code ec;
-  tcp.assign(endpoint.protocol(), fd->release(), ec);
+  tcp.assign(endpoint.protocol(), dialable->fd.release(), ec);
   if (ec) co_return fail(Errc::kIo, "assign socket", ec);
   SSL* ssl = SSL_new((*identity)->client_ctx.get());
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
@@ -164,7 +176,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
 
   auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kClient, options_.h2);
   if (!session) co_return std::unexpected(session.error());
-  (*session)->start();
+  (*session)->start(tasks_);
   SPDLOG_DEBUG("hbone: connected to {} as {} (peer {})", key.destination.to_string(), key.source.to_string(),
                peer->to_string());
   co_return *session;

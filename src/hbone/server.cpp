@@ -1,7 +1,5 @@
 #include "hbone/server.hpp"
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 
 #include "net/awaitable.hpp"
 #include "net/deadline.hpp"
@@ -16,7 +14,7 @@ using base::fail;
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
     asio::ip::tcp::socket socket, SSL_CTX* ctx, std::chrono::steady_clock::duration handshake_timeout,
-    const h2::Settings& settings, StreamHandler handler) {
+    const h2::Settings& settings, StreamHandler handler, net::DrainScope& tasks) {
   auto ex = socket.get_executor();
   auto info = std::make_shared<InboundConnection>();
   auto peer = net::peer_addr(socket.native_handle());
@@ -44,12 +42,13 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
   if (!identity) co_return std::unexpected(identity.error());
   info->peer_identity = *identity;
 
-  auto on_stream = [ex, info, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
-    asio::co_spawn(ex, handler(std::move(stream), info), asio::detached);
+  auto on_stream = [ex, info, &tasks, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
+    std::string id = "hbone stream " + std::to_string(stream->id()) + " from " + info->peer.to_string();
+    tasks.spawn(ex, handler(std::move(stream), info), std::move(id));
   };
   auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kServer, settings, std::move(on_stream));
   if (!session) co_return std::unexpected(session.error());
-  (*session)->start();
+  (*session)->start(tasks);
   co_return *session;
 }
 

@@ -7,11 +7,11 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <atomic>
 #include <chrono>
-#include <exception>
 #include <map>
 #include <optional>
 
 #include "base/log.hpp"
+#include "net/drain_scope.hpp"
 
 namespace meshnode::http {
 namespace {
@@ -64,19 +64,6 @@ asio::awaitable<void> watchdog(std::shared_ptr<Connection> c) {
       c->close();
     }
   }
-}
-
-auto log_exception(std::string what) {
-  return [what = std::move(what)](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      spdlog::error("http {} ended with exception: {}", what, ex.what());
-    } catch (...) {
-      spdlog::error("http {} ended with unknown exception", what);
-    }
-  };
 }
 
 asio::awaitable<bool> write_all(Connection& c, const std::string& data) {
@@ -137,7 +124,8 @@ std::string format_endpoint(const tcp::endpoint& ep) {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(asio::io_context& context, std::string server_name) : io(context), name(std::move(server_name)) {}
+  Impl(asio::io_context& context, std::string server_name, telemetry::Counter* task_failures)
+      : io(context), name(std::move(server_name)), tasks("http " + name, task_failures) {}
 
   static asio::awaitable<void> accept_loop(std::shared_ptr<Impl> self, tcp::acceptor* acceptor);
   static asio::awaitable<void> serve(std::shared_ptr<Impl> self, std::shared_ptr<Connection> c);
@@ -148,6 +136,7 @@ struct HttpServer::Impl {
 
   asio::io_context& io;
   const std::string name;
+  net::DrainScope tasks;
   std::map<std::string, HttpHandler> routes;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   std::map<uint64_t, std::weak_ptr<Connection>> connections;
@@ -176,8 +165,9 @@ asio::awaitable<void> HttpServer::Impl::accept_loop(std::shared_ptr<Impl> self, 
     socket.set_option(tcp::no_delay(true), ignored);
     auto c = std::make_shared<Connection>(std::move(socket), ++self->next_id);
     self->connections.emplace(c->id, c);
-    asio::co_spawn(self->io, watchdog(c), log_exception(self->name + " watchdog"));
-    asio::co_spawn(self->io, serve(self, c), log_exception(self->name + " connection"));
+    const std::string id = fmt::format("{} conn={}", self->name, c->id);
+    self->tasks.spawn(self->io.get_executor(), watchdog(c), id + " watchdog");
+    self->tasks.spawn(self->io.get_executor(), serve(self, c), id);
   }
 }
 
@@ -276,8 +266,8 @@ void HttpServer::Impl::stop_now() {
   spdlog::info("http server={} stopped", name);
 }
 
-HttpServer::HttpServer(asio::io_context& io, std::string name)
-    : impl_(std::make_shared<Impl>(io, std::move(name))) {}
+HttpServer::HttpServer(asio::io_context& io, std::string name, telemetry::Counter* task_failures)
+    : impl_(std::make_shared<Impl>(io, std::move(name), task_failures)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -316,8 +306,7 @@ base::Result<void> HttpServer::listen(const std::string& host, std::uint16_t por
   uint16_t expected = 0;
   impl_->port.compare_exchange_strong(expected, bound.port());
   spdlog::info("http server={} listening on {}", impl_->name, format_endpoint(bound));
-  asio::co_spawn(impl_->io, Impl::accept_loop(impl_, acceptor.get()),
-                 log_exception(impl_->name + " accept loop"));
+  impl_->tasks.spawn(impl_->io.get_executor(), Impl::accept_loop(impl_, acceptor.get()), impl_->name + " accept loop");
   impl_->acceptors.push_back(std::move(acceptor));
   return {};
 }

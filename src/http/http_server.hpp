@@ -11,6 +11,9 @@
 namespace asio {
 class io_context;
 }  // namespace asio
+namespace meshnode::telemetry {
+class Counter;
+}  // namespace meshnode::telemetry
 
 namespace meshnode::http {
 
@@ -31,8 +34,10 @@ namespace meshnode::http {
 /// the connection coroutines.
 class HttpServer {
  public:
-  /// `name` labels log lines ("admin", "stats", "readiness").
-  HttpServer(asio::io_context& io, std::string name);
+  /// `name` labels log lines ("admin", "stats", "readiness"). Its accept loops and connections
+  /// are tasks of its own net::DrainScope; one that ends with an exception is logged and counted
+  /// in `task_failures` (may be null; must outlive the server's tasks).
+  HttpServer(asio::io_context& io, std::string name, telemetry::Counter* task_failures = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

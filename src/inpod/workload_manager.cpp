@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/socket.hpp"
 
 namespace meshnode::inpod {
 namespace {
@@ -41,7 +40,7 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
   pod->uid = uid;
   pod->name = who.name;
   pod->ns = who.ns;
-  auto snapshot = deps_.shared.state.load();
+  auto snapshot = deps_.inputs.state.load();
   auto workload = snapshot->workload_by_uid(uid);
   // The control plane's view wins; without it, the identity comes from the agent's WorkloadInfo
   // and the addresses from the pod's own interfaces.
@@ -52,7 +51,7 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
     pod->identity = base::SpiffeId{"cluster.local", who.ns, who.service_account.empty() ? "default" : who.service_account};
   }
   if (pod->ips.empty()) {
-    auto ips = net::interface_addresses(netns);
+    auto ips = deps_.inputs.sockets.interface_addresses(netns);
     if (!ips) return std::unexpected(ips.error());
     pod->ips = std::move(*ips);
   }
@@ -87,7 +86,7 @@ std::string WorkloadManager::add(const std::string& uid, const WorkloadIdentity&
 }
 
 void WorkloadManager::start(Entry& entry) {
-  auto set = PodListenerSet::start(entry.pod, deps_.workers, deps_.shared, deps_.options);
+  auto set = PodListenerSet::start(entry.pod, deps_.workers, deps_.inputs, deps_.options);
   const auto& uid = entry.pod->uid;
   if (set) {
     entry.set = std::move(*set);

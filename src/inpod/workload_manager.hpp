@@ -34,7 +34,7 @@ class WorkloadManager {
   struct Deps {
     asio::io_context& control;
     std::vector<asio::io_context*> workers;
-    proxy::ProxyShared shared;
+    proxy::ProxyInputs inputs;
     PodListenerSet::Options options;
     telemetry::Readiness& readiness;
     telemetry::MetricsRegistry& registry;

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <spdlog/spdlog.h>
 
 #include "net/awaitable.hpp"
@@ -21,18 +19,19 @@ const std::string kSnapshotTask = "zds snapshot";
 }  // namespace
 
 ZdsClient::ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager,
-                     telemetry::Readiness& readiness, telemetry::MetricsRegistry& registry)
+                     telemetry::Readiness& readiness, telemetry::MetricsRegistry& registry, net::DrainScope& tasks)
     : control_(control),
       path_(std::move(path)),
       manager_(manager),
       readiness_(readiness),
       registry_(registry),
+      tasks_(tasks),
       backoff_timer_(control) {}
 
 void ZdsClient::start() {
   readiness_.add_pending(kConnectionTask);
   readiness_.add_pending(kSnapshotTask);
-  asio::co_spawn(control_, run(), asio::detached);
+  tasks_.spawn(control_.get_executor(), run(), "zds client " + path_);
 }
 
 void ZdsClient::stop() {

@@ -12,6 +12,7 @@
 #include "telemetry/readiness.hpp"
 #include "base/unique_fd.hpp"
 #include "inpod/workload_manager.hpp"
+#include "net/drain_scope.hpp"
 
 namespace meshnode::inpod {
 
@@ -24,8 +25,9 @@ namespace meshnode::inpod {
 /// "zds snapshot" until SnapshotSent. Control thread only.
 class ZdsClient {
  public:
+  /// `tasks` runs the connection loop; it and every reference must outlive the client.
   ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, telemetry::Readiness& readiness,
-            telemetry::MetricsRegistry& registry);
+            telemetry::MetricsRegistry& registry, net::DrainScope& tasks);
   void start();
   /// Stops reconnecting and closes the connection.
   void stop();
@@ -42,6 +44,7 @@ class ZdsClient {
   WorkloadManager& manager_;
   telemetry::Readiness& readiness_;
   telemetry::MetricsRegistry& registry_;
+  net::DrainScope& tasks_;
   asio::steady_timer backoff_timer_;
   std::unique_ptr<asio::posix::stream_descriptor> socket_;
   bool stopped_ = false;

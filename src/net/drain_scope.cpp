@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "base/error.hpp"
 #include "net/awaitable.hpp"
 #include "telemetry/metrics.hpp"
 
@@ -41,16 +41,6 @@ asio::awaitable<void> run_task(asio::awaitable<void> task, std::shared_ptr<const
   owner.reset();
 }
 
-std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 }  // namespace
 
 struct DrainScope::State {
@@ -60,7 +50,7 @@ struct DrainScope::State {
     if (error) {
       failures.fetch_add(1, std::memory_order_relaxed);
       if (failures_metric != nullptr) failures_metric->inc();
-      spdlog::error("task failed\tscope=\"{}\" id={} error=\"{}\"", name, id.empty() ? "-" : id, describe(error));
+      spdlog::error("task failed\tscope=\"{}\" id={} error=\"{}\"", name, id.empty() ? "-" : id, base::exception_message(error));
     }
     std::vector<Waiter> wake;
     {

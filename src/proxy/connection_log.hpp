@@ -12,6 +12,8 @@
 
 namespace meshnode::proxy {
 
+struct Transferred;  // proxy/copy.hpp
+
 /// Everything the access log and the closing metrics need about one proxied connection.
 /// Field names follow ztunnel's access log (research §5.3). Byte counts follow Istio's metric
 /// meaning: `bytes_recv` = client → server, `bytes_sent` = server → client.
@@ -44,5 +46,16 @@ void log_connection(const ConnectionRecord& record);
 
 /// Whether an error ends a connection as a failure (resets and clean closes are not failures).
 [[nodiscard]] bool is_failure(const std::optional<base::Error>& error);
+
+/// Ends a connection whose bytes were copied: the byte counts of `moved`, its outcome (`outcome`
+/// when set, e.g. "closed: policy change", else the copy's first error), the closing metrics under
+/// the final response flag, and the access-log line. Each connection ends here or in
+/// record_refusal, exactly once.
+void record_close(TcpMetrics& metrics, ConnectionRecord& record, Transferred& moved,
+                  std::optional<base::Error> outcome = std::nullopt);
+
+/// Ends a connection refused before its copy: counted as opened unless `opened` already, then one
+/// failed close under the error's response flag, and the access-log line with the error.
+void record_refusal(TcpMetrics& metrics, ConnectionRecord& record, base::Error error, bool opened);
 
 }  // namespace meshnode::proxy

@@ -2,6 +2,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/this_coro.hpp>
+#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <memory>
@@ -64,8 +65,16 @@ asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net
   net::Signal done(ex);
   Direction down;
   bool down_finished = false;
+  // A structured child, joined below before this frame ends (so not a DrainScope task): its
+  // result, or the exception that ended it, comes back through the completion handler.
   asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream),
-                 [&](std::exception_ptr, Direction d) {
+                 [&](std::exception_ptr e, Direction d) {
+                   if (e) {
+                     d.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
+                     spdlog::error("copy\ttask failed\terror=\"{}\"", d.error->context);
+                     upstream.reset();
+                     downstream.reset();
+                   }
                    down = std::move(d);
                    down_finished = true;
                    done.notify();

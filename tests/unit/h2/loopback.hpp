@@ -28,6 +28,8 @@
 #include "hbone/headers.hpp"
 #include "hbone/server.hpp"
 #include "net/awaitable.hpp"
+#include "net/drain_scope.hpp"
+#include "net/socket_factory.hpp"
 #include "tls/cert_manager.hpp"
 #include "tls/local_ca.hpp"
 #include "unit/tls/tls_test_util.hpp"
@@ -174,7 +176,7 @@ class HboneLoopback {
 
   /// The pool, created on first use with the current options().
   hbone::ClientPool& pool() {
-    if (!pool_) pool_ = std::make_unique<hbone::ClientPool>(io_.get_executor(), nullptr, *certs_, options_);
+    if (!pool_) pool_ = std::make_unique<hbone::ClientPool>(io_.get_executor(), nullptr, *certs_, sockets_, tasks_, options_);
     return *pool_;
   }
 
@@ -252,7 +254,8 @@ class HboneLoopback {
         std::move(socket), server_tls_->server_ctx.get(), 5s, h2::Settings{},
         [this](std::shared_ptr<h2::Stream> s, std::shared_ptr<const hbone::InboundConnection> c) {
           return serve_stream(std::move(s), std::move(c));
-        });
+        },
+        tasks_);
     if (session) {
       sessions.push_back(*session);
     } else {
@@ -339,6 +342,8 @@ class HboneLoopback {
   }
 
   tls::testing::TempDir dir_;
+  net::InPodSockets sockets_;
+  net::DrainScope tasks_{"loopback"};
   std::unique_ptr<tls::CertManager> certs_;
   std::shared_ptr<const tls::IdentityTls> server_tls_;
   asio::io_context io_;

@@ -136,6 +136,7 @@ EventResponse Agent::handle_add(const nodeapi::PluginEvent& event) {
 
 // Rolls an ADD back completely: no rules, no record, no proxy keeps the pod.
 EventResponse Agent::fail_add(const PodRecord& record, const base::Netns& netns, const std::string& reason) {
+  // Ignored: the pod may never have been recorded as enrolled; what matters is that it is not now.
   (void)take_pod(record.uid);
   if (zds_->connections() > 0) zds_->del(record.uid);
   if (auto erased = store_.erase(record.uid); !erased) spdlog::warn("run dir: {}", erased.error().message());

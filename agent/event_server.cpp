@@ -38,7 +38,7 @@ Result<UniqueFd> listen_unix(const std::string& path) {
     // change that directory's mode.
     const bool created = std::filesystem::create_directories(dir, ec);
     if (ec) return fail(Errc::kIo, "mkdir " + dir.string(), ec);
-    if (created) ::chmod(dir.c_str(), 0750);
+    if (created && ::chmod(dir.c_str(), 0750) != 0) return base::fail_errno("chmod " + dir.string(), errno);
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return base::fail_errno("unlink " + path, errno);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -187,10 +187,12 @@ Result<std::unique_ptr<EventServer>> EventServer::start(std::string path, EventH
 void EventServer::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   const char byte = 0;
+  // Ignored: a write can only fail on a full pipe, which already wakes the thread.
   (void)!::write(impl_->wake_write.get(), &byte, 1);
   if (impl_->thread.joinable()) impl_->thread.join();
   impl_->listener.reset();
-  ::unlink(impl_->path.c_str());
+  // Best effort: a leftover socket file is replaced by the next start (listen_unix unlinks it).
+  (void)::unlink(impl_->path.c_str());
 }
 
 }  // namespace meshnode::agent

@@ -280,8 +280,8 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
       inpod::WorkloadManager::Deps{control_, ios, inputs, {options_.socks5}, readiness_, registry_});
   for (auto& pod : pods) {
     // A dedicated (--pod) pod that cannot start is a startup error: the operator asked for it.
-    if (auto error = pods_->add(pod.uid, pod.who, std::move(pod.netns), true); !error.empty()) {
-      spdlog::error("pod={} cannot start its listeners: {}", pod.uid, error);
+    if (auto added = pods_->add(pod.uid, pod.who, std::move(pod.netns), true); !added) {
+      spdlog::error("pod={} cannot start its listeners: {}", pod.uid, added.error().message());
       pods_->clear();
       stop_workers();
       return kExitRuntime;

@@ -380,14 +380,14 @@ void Session::send_now() {
     return;
   }
   if (!out_.empty()) {
+    if (!socket_.buffers_output()) {  // no output buffer to encrypt into: the write loop writes out_ itself
+      signal_write();
+      return;
+    }
     auto sent = socket_.write_now(out_);
     if (!sent) {
       out_.clear();
       abort("write failed: " + sent.error().message());
-      return;
-    }
-    if (!*sent) {  // no output buffer to encrypt into: the write loop writes out_ itself
-      signal_write();
       return;
     }
     wrote_since_tick_ = true;

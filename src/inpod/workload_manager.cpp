@@ -61,13 +61,13 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
   return pod;
 }
 
-std::string WorkloadManager::add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns,
-                                 bool is_static) {
+base::Result<void> WorkloadManager::add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns,
+                                        bool is_static) {
   seen_.insert(uid);
   if (auto it = pods_.find(uid); it != pods_.end()) {
     if (*it->second.pod->netns == netns) {
       if (!it->second.set) start(it->second);  // a repeated Add of a pending pod retries now
-      return it->second.error;
+      return outcome(it->second);
     }
     spdlog::info("pod={} netns changed ({} -> {}): replacing its listeners", uid, it->second.pod->netns->description(),
                  netns.description());
@@ -75,14 +75,19 @@ std::string WorkloadManager::add(const std::string& uid, const WorkloadIdentity&
     seen_.insert(uid);
   }
   auto pod = describe(uid, who, std::move(netns));
-  if (!pod) return pod.error().message();
+  if (!pod) return std::unexpected(std::move(pod.error()));
   Entry& entry = pods_[uid];
   entry.pod = std::move(*pod);
   entry.who = who;
   entry.is_static = is_static;
   start(entry);
   update_gauges();
-  return entry.error;
+  return outcome(entry);
+}
+
+base::Result<void> WorkloadManager::outcome(const Entry& entry) {
+  if (entry.set || !entry.last_error) return {};
+  return std::unexpected(*entry.last_error);
 }
 
 void WorkloadManager::start(Entry& entry) {
@@ -90,13 +95,14 @@ void WorkloadManager::start(Entry& entry) {
   const auto& uid = entry.pod->uid;
   if (set) {
     entry.set = std::move(*set);
-    entry.error.clear();
+    entry.last_error.reset();
     deps_.readiness.remove_pending(pending_task(uid));
     deps_.registry.counter("workload_manager_proxies_started_total", "Pod listener sets started").inc();
     return;
   }
-  entry.error = set.error().message();
-  spdlog::warn("pod={} listeners could not start, retrying every {}s: {}", uid, kRetryInterval.count(), entry.error);
+  entry.last_error = std::move(set.error());
+  spdlog::warn("pod={} listeners could not start, retrying every {}s: {}", uid, kRetryInterval.count(),
+               entry.last_error->message());
   deps_.readiness.add_pending(pending_task(uid));
   arm_retry();
 }
@@ -171,7 +177,7 @@ void WorkloadManager::recheck_policies(const std::shared_ptr<const state::StateS
 std::vector<WorkloadManager::PodState> WorkloadManager::dump() const {
   std::vector<PodState> out;
   for (const auto& [uid, entry] : pods_) {
-    out.push_back({uid, entry.who, entry.pod->netns->description(), entry.set ? "Up" : "Pending: " + entry.error});
+    out.push_back({uid, entry.who, entry.pod->netns->description(), entry.set ? "Up" : "Pending: " + (entry.last_error ? entry.last_error->message() : "")});
   }
   return out;
 }

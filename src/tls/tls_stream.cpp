@@ -94,27 +94,27 @@ void TlsStream::bind_bio() noexcept {
   if (ssl_ != nullptr && buffers_output_) BIO_set_data(SSL_get_wbio(ssl_), this);
 }
 
-std::optional<base::Error> TlsStream::try_send(const char* what) {
+base::Result<void> TlsStream::try_send(const char* what) {
   while (out_head_ < out_.size()) {
-    if (!socket_.is_open()) return base::Error{Errc::kClosed, std::string(what) + ": socket closed"};
+    if (!socket_.is_open()) return base::fail(Errc::kClosed, std::string(what) + ": socket closed");
     ssize_t n = ::send(socket_.native_handle(), out_.data() + out_head_, out_.size() - out_head_, MSG_NOSIGNAL);
     if (n > 0) {
       out_head_ += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::nullopt;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {};  // the socket is full: the rest waits
     int e = n < 0 ? errno : EPIPE;
-    if (e == ECONNRESET || e == EPIPE) return base::Error{Errc::kReset, what, std::error_code(e, std::system_category())};
-    return base::Error{Errc::kIo, what, std::error_code(e, std::system_category())};
+    if (e == ECONNRESET || e == EPIPE) return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
+    return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
   }
   out_head_ = 0;
   out_.clear();
-  return std::nullopt;
+  return {};
 }
 
-base::Result<bool> TlsStream::write_now(std::span<const std::byte> data) {
-  if (!buffers_output_) return false;
+base::Result<void> TlsStream::write_now(std::span<const std::byte> data) {
+  if (!buffers_output_) return base::fail(Errc::kInternal, "TLS write_now without an output buffer (use write_all)");
   while (!data.empty()) {
     ERR_clear_error();
     std::size_t written = 0;
@@ -124,8 +124,7 @@ base::Result<bool> TlsStream::write_now(std::span<const std::byte> data) {
     }
     data = data.subspan(written);
   }
-  if (auto error = try_send("TLS write")) return std::unexpected(std::move(*error));
-  return true;
+  return try_send("TLS write");
 }
 
 void TlsStream::release_idle_buffers() noexcept {
@@ -135,12 +134,12 @@ void TlsStream::release_idle_buffers() noexcept {
   }
 }
 
-asio::awaitable<std::optional<base::Error>> TlsStream::flush(const char* what) {
+asio::awaitable<base::Result<void>> TlsStream::flush(const char* what) {
   for (;;) {
-    if (auto error = try_send(what)) co_return error;
-    if (!has_pending_output()) co_return std::nullopt;
+    if (auto sent = try_send(what); !sent) co_return sent;
+    if (!has_pending_output()) co_return base::Result<void>{};
     auto [ec] = co_await socket_.async_wait(asio::ip::tcp::socket::wait_write, net::kNoThrow);
-    if (ec) co_return base::Error{Errc::kClosed, std::string(what) + ": socket closed", ec};
+    if (ec) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed", ec);
   }
 }
 
@@ -160,30 +159,30 @@ void TlsStream::close() {
   socket_.close(ignored);
 }
 
-asio::awaitable<std::optional<base::Error>> TlsStream::wait_for(int ssl_error, int saved_errno, const char* what) {
+asio::awaitable<base::Result<void>> TlsStream::wait_for(int ssl_error, int saved_errno, const char* what) {
   asio::ip::tcp::socket::wait_type wait;
   switch (ssl_error) {
     case SSL_ERROR_WANT_READ: wait = asio::ip::tcp::socket::wait_read; break;
     case SSL_ERROR_WANT_WRITE: wait = asio::ip::tcp::socket::wait_write; break;
-    case SSL_ERROR_ZERO_RETURN: co_return base::Error{Errc::kClosed, std::string(what) + ": peer sent close_notify"};
+    case SSL_ERROR_ZERO_RETURN: co_return base::fail(Errc::kClosed, std::string(what) + ": peer sent close_notify");
     case SSL_ERROR_SYSCALL: {
       std::string queued = openssl_errors();
       if (saved_errno == ECONNRESET || saved_errno == EPIPE) {
-        co_return base::Error{Errc::kReset, what, std::error_code(saved_errno, std::system_category())};
+        co_return base::fail(Errc::kReset, what, std::error_code(saved_errno, std::system_category()));
       }
-      if (saved_errno == 0) co_return base::Error{Errc::kClosed, std::string(what) + ": peer closed the connection"};
-      co_return base::Error{Errc::kIo, std::string(what) + (queued.empty() ? "" : ": " + queued),
-                            std::error_code(saved_errno, std::system_category())};
+      if (saved_errno == 0) co_return base::fail(Errc::kClosed, std::string(what) + ": peer closed the connection");
+      co_return base::fail(Errc::kIo, std::string(what) + (queued.empty() ? "" : ": " + queued),
+                            std::error_code(saved_errno, std::system_category()));
     }
     default: {
       std::string queued = openssl_errors();
-      co_return base::Error{Errc::kTlsHandshake, std::string(what) + ": " + (queued.empty() ? "TLS error" : queued)};
+      co_return base::fail(Errc::kTlsHandshake, std::string(what) + ": " + (queued.empty() ? "TLS error" : queued));
     }
   }
-  if (!socket_.is_open()) co_return base::Error{Errc::kClosed, std::string(what) + ": socket closed"};
+  if (!socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed");
   auto [ec] = co_await socket_.async_wait(wait, net::kNoThrow);
-  if (ec) co_return base::Error{Errc::kClosed, std::string(what) + ": socket closed", ec};
-  co_return std::nullopt;
+  if (ec) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed", ec);
+  co_return base::Result<void>{};
 }
 
 asio::awaitable<base::Result<void>> TlsStream::handshake(Role role) {
@@ -194,16 +193,18 @@ asio::awaitable<base::Result<void>> TlsStream::handshake(Role role) {
     int ret = SSL_do_handshake(ssl_);
     int saved_errno = errno;
     // Each flight goes out before waiting for the peer's answer to it.
-    if (auto error = co_await flush("TLS handshake")) {
-      error->code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
-      co_return std::unexpected(std::move(*error));
+    if (auto flushed = co_await flush("TLS handshake"); !flushed) {
+      flushed.error().code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
+      co_return flushed;
     }
     if (ret == 1) co_return base::Result<void>{};
-    if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS handshake")) {
-      if (error->code == Errc::kClosed || error->code == Errc::kReset || error->code == Errc::kIo) {
-        error->code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
+    const int ssl_error = SSL_get_error(ssl_, ret);
+    if (auto ready = co_await wait_for(ssl_error, saved_errno, "TLS handshake"); !ready) {
+      auto& error = ready.error();
+      if (error.code == Errc::kClosed || error.code == Errc::kReset || error.code == Errc::kIo) {
+        error.code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
       }
-      co_return std::unexpected(std::move(*error));
+      co_return ready;
     }
   }
 }
@@ -218,9 +219,10 @@ asio::awaitable<base::Result<std::size_t>> TlsStream::read_some(std::span<std::b
     // is left for the next write to report, the read reports its own.
     if (has_pending_output()) (void)try_send("TLS read");
     if (ret == 1) co_return got;
-    if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS read")) {
-      if (error->code == Errc::kClosed && socket_.is_open()) co_return std::size_t{0};  // clean end
-      co_return std::unexpected(std::move(*error));
+    const int ssl_error = SSL_get_error(ssl_, ret);
+    if (auto ready = co_await wait_for(ssl_error, saved_errno, "TLS read"); !ready) {
+      if (ready.error().code == Errc::kClosed && socket_.is_open()) co_return std::size_t{0};  // clean end
+      co_return std::unexpected(std::move(ready.error()));
     }
   }
 }
@@ -234,14 +236,14 @@ asio::awaitable<base::Result<void>> TlsStream::write_all(std::span<const std::by
     if (ret == 1) {
       data = data.subspan(written);
       if (out_.size() - out_head_ >= kWritePiece) {
-        if (auto error = co_await flush("TLS write")) co_return std::unexpected(std::move(*error));
+        if (auto flushed = co_await flush("TLS write"); !flushed) co_return flushed;
       }
       continue;
     }
-    if (auto error = co_await wait_for(SSL_get_error(ssl_, ret), saved_errno, "TLS write")) co_return std::unexpected(std::move(*error));
+    const int ssl_error = SSL_get_error(ssl_, ret);
+    if (auto ready = co_await wait_for(ssl_error, saved_errno, "TLS write"); !ready) co_return ready;
   }
-  if (auto error = co_await flush("TLS write")) co_return std::unexpected(std::move(*error));
-  co_return base::Result<void>{};
+  co_return co_await flush("TLS write");
 }
 
 }  // namespace meshnode::tls

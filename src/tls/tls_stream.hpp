@@ -6,7 +6,6 @@
 #include <asio/ip/tcp.hpp>
 
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,10 +45,12 @@ class TlsStream {
   asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data);
   /// Encrypts all of `data` into the output buffer and sends what the socket takes now, without
   /// waiting: the caller's latency-sensitive path (one small message) skips a coroutine switch.
-  /// Bytes the socket did not take stay queued (has_pending_output) for write_all. Returns false,
-  /// doing nothing, when OpenSSL writes the socket itself (no output buffer: use write_all).
-  /// Errc::kTlsHandshake on a TLS error, kReset/kIo/kClosed on a send error.
-  base::Result<bool> write_now(std::span<const std::byte> data);
+  /// Bytes the socket did not take stay queued (has_pending_output) for write_all. Only when
+  /// `buffers_output()`; else Errc::kInternal, doing nothing (OpenSSL writes the socket itself:
+  /// use write_all). Errc::kTlsHandshake on a TLS error, kReset/kIo/kClosed on a send error.
+  [[nodiscard]] base::Result<void> write_now(std::span<const std::byte> data);
+  /// True when our output buffer is installed (always, unless the BIO could not be allocated).
+  [[nodiscard]] bool buffers_output() const noexcept { return buffers_output_; }
   /// True while ciphertext waits for the socket (only after a read produced some, or an error).
   [[nodiscard]] bool has_pending_output() const noexcept { return out_head_ < out_.size(); }
   /// Frees the output buffer if nothing is queued (it keeps its capacity between writes, sized
@@ -67,15 +68,16 @@ class TlsStream {
   auto get_executor() { return socket_.get_executor(); }
 
  private:
-  /// Waits for what OpenSSL asked for after a failed call; returns the error that ends the
-  /// operation, or nothing to retry. `ssl_error` = SSL_get_error and `saved_errno` = errno, both
+  /// Waits for what OpenSSL asked for after a failed call. @returns success when the call is to be
+  /// retried, else the error that ends the operation (close_notify → kClosed, ECONNRESET → kReset,
+  /// a TLS error → kTlsHandshake). `ssl_error` = SSL_get_error and `saved_errno` = errno, both
   /// taken right after the failed call.
-  asio::awaitable<std::optional<base::Error>> wait_for(int ssl_error, int saved_errno, const char* what);
-  /// Sends queued ciphertext without blocking. Returns the send error (ECONNRESET...), or
-  /// nothing: then either all was sent or the socket is full.
-  std::optional<base::Error> try_send(const char* what);
-  /// Sends all queued ciphertext, waiting for writability as needed.
-  asio::awaitable<std::optional<base::Error>> flush(const char* what);
+  [[nodiscard]] asio::awaitable<base::Result<void>> wait_for(int ssl_error, int saved_errno, const char* what);
+  /// Sends queued ciphertext without blocking. @returns success when all was sent or the socket is
+  /// full (the rest stays queued); the send error otherwise (kReset, kIo, kClosed).
+  [[nodiscard]] base::Result<void> try_send(const char* what);
+  /// Sends all queued ciphertext, waiting for writability as needed. Errors as try_send.
+  [[nodiscard]] asio::awaitable<base::Result<void>> flush(const char* what);
   /// The write BIO's callback: appends OpenSSL's records to out_.
   static int bio_write(BIO* bio, const char* data, std::size_t len, std::size_t* written);
   void bind_bio() noexcept;

@@ -2,7 +2,8 @@
 add_library(meshnode_warnings INTERFACE)
 target_compile_options(meshnode_warnings INTERFACE -Wall -Wextra -Werror -Wno-missing-field-initializers
                        # GCC 12 false positive in std::string operator+ at -O2+ (GCC bug 105329).
-                       -Wno-restrict
+                       # GCC-only flag: clang (the fuzz preset) rejects it under -Werror.
+                       $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>
                        # GCC 12 false positive on coroutine frames of asio::awaitable at -O2.
                        -Wno-mismatched-new-delete)
 if(MESHNODE_SANITIZE)

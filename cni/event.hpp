@@ -33,7 +33,9 @@ namespace meshnode::cni {
 /// (IPv6) netmask, as Go encodes `net.IPMask`; `Gateway` is null when absent (Go would write "" for
 /// a nil `net.IP`; null decodes to the same nil in Go and is what meshnode-agent accepts);
 /// `IPs` is [] when prevResult has none; `Netns` may be "" on DEL; `PodUID` "" when CNI_ARGS has no
-/// K8S_POD_UID. Errors: those of pod_ips. Pure.
+/// K8S_POD_UID. Errors: those of pod_ips; code 4 naming the variable when the agent's parser of
+/// the same schema would refuse a value (K8S_POD_NAME with a '/') or read it as something else
+/// (bytes that are not UTF-8, e.g. in CNI_IFNAME, which JSON would carry as U+FFFD). Pure.
 [[nodiscard]] std::expected<std::string, CniError> build_event_json(const Request& request);
 
 }  // namespace meshnode::cni

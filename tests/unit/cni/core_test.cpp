@@ -279,6 +279,40 @@ TEST(CniEvent, IpsTable) {
   }
 }
 
+// Found by tests/fuzz/cni_fuzz (corpus/cni/regress_ifname_not_utf8): CNI_IFNAME bytes that are
+// not UTF-8 reached the agent as U+FFFD (another interface name), and pod names the agent's schema
+// refuses became an agent 400. The plugin refuses both itself, naming the variable.
+TEST(CniEvent, RefusesWhatTheAgentWouldReadDifferently) {
+  struct Case {
+    const char* variable;
+    std::string value;
+    std::string want;  // in msg
+  };
+  const Case cases[] = {
+      {"CNI_IFNAME", "eth\xa0" "0", "CNI_IFNAME: not valid UTF-8"},
+      {"CNI_NETNS", "/var/run/netns/cni-\xff", "CNI_NETNS: not valid UTF-8"},
+      {"CNI_ARGS", "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=a/b", "CNI_ARGS K8S_POD_NAME (PodName: contains"},
+      {"CNI_ARGS", "K8S_POD_NAMESPACE=n s;K8S_POD_NAME=p", "K8S_POD_NAMESPACE"},
+      {"CNI_ARGS", "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=\xc3", "CNI_ARGS K8S_POD_UID: not valid UTF-8"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.want);
+    Env env = good_env();
+    env[c.variable] = c.value;
+    auto req = parse_request(Command::kAdd, env, config());
+    ASSERT_TRUE(req) << req.error().msg;
+    auto body = build_event_json(*req);
+    ASSERT_FALSE(body) << *body;
+    EXPECT_EQ(body.error().code, ErrorCode::kInvalidEnvironment);
+    EXPECT_NE(body.error().msg.find(c.want), std::string::npos) << body.error().msg;
+    // DEL stays idempotent: it still exits 0.
+    req->command = Command::kDel;
+    const auto del = plan(*req);
+    ASSERT_TRUE(std::holds_alternative<Outcome>(del));
+    EXPECT_EQ(std::get<Outcome>(del).exit_code, 0);
+  }
+}
+
 Request request(Command command, const std::string& in = config(), Env env = good_env()) {
   auto req = parse_request(command, env, in);
   EXPECT_TRUE(req) << (req ? "" : req.error().msg);

@@ -56,6 +56,11 @@ else
   run=(nice -n 19 ionice -c 3)
 fi
 
+# Symbolized sanitizer reports (clang 19 ships no symbolizer of its own; any llvm-symbolizer reads it).
+sym=$(command -v llvm-symbolizer-19 || command -v llvm-symbolizer || true)
+[[ -n $sym ]] && export ASAN_SYMBOLIZER_PATH=$sym
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
 # stat <log> <regex>: the last number libFuzzer printed after the regex, or "?".
 stat() { grep -oE "$2 *[0-9]+" "$1" | tail -1 | grep -oE '[0-9]+$' || echo "?"; }
 
@@ -70,6 +75,8 @@ for t in "${targets[@]}"; do
   opts=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$crashes/")
   [[ -f $repo/tests/fuzz/$t.dict ]] && opts+=(-dict="$repo/tests/fuzz/$t.dict")
+  # Per-target libFuzzer flags, one line (e.g. -max_len=10000 to reach a size limit).
+  [[ -f $repo/tests/fuzz/$t.options ]] && read -ra extra <"$repo/tests/fuzz/$t.options" && opts+=("${extra[@]}")
   dirs=("$corpus")
   [[ -d $seeds ]] && dirs+=("$seeds")
   t0=$SECONDS

@@ -4,6 +4,9 @@ the text seeds — YAML, JSON, HTTP heads — are committed as they are). Each s
 peer sends: the ZDS packets of an agent's snapshot replay, socks5 greetings of curl's and Python's
 clients. Field numbers: proto/zds.proto (Istio ZDS); socks5: RFC 1928.
 """
+import base64
+import ipaddress
+import json
 import pathlib
 import struct
 
@@ -72,6 +75,82 @@ def socks5_seeds() -> None:
     write("socks5", "bind_ipv4", b"\x05\x02\x00\x01" + bytes([127, 0, 0, 1]) + port)
 
 
+# ---- plugin events (research §2.5): byte 0 = endpoint (0 ADD, 1 DEL, 2 CHECK), then the body -----------
+def mask(prefix: int, bits: int) -> str:
+    net = ipaddress.ip_network(("::" if bits == 128 else "0.0.0.0", prefix))
+    return base64.b64encode(net.netmask.packed).decode()
+
+
+def plugin_event_seeds() -> None:
+    add = {"Netns": "/var/run/netns/cni-1f2e3d4c-aaaa-bbbb", "PodName": "reviews-v1-5b5d6f8c9-x2k4q",
+           "PodNamespace": "bookinfo",
+           "IPs": [{"Interface": 0, "Address": {"IP": "10.244.1.7", "Mask": mask(24, 32)}, "Gateway": "10.244.1.1"}],
+           "PodUID": "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b", "ContainerID": "9d2e1b0c7a6f", "IfName": "eth0"}
+    dual = {"Netns": "/proc/4242/ns/net", "PodName": "productpage-v1", "PodNamespace": "default",
+            "IPs": [{"Interface": None, "Address": {"IP": "fd00:10:244::7", "Mask": mask(64, 128)}, "Gateway": None},
+                    {"Interface": 0, "Address": {"IP": "10.244.0.9"}, "Gateway": "10.244.0.1"}],
+            "PodServiceAccount": "bookinfo-productpage"}
+    delete = {"Netns": "", "PodName": "ratings-v1", "PodNamespace": "bookinfo", "IPs": None, "PodUID": "",
+              "ContainerID": "c0ffee", "IfName": "eth0"}
+    check = {"Netns": "/var/run/netns/x", "PodName": "a", "PodNamespace": "b", "IPs": [],
+             "Extra": {"ignored": [1, 2.5, True]}}
+    for name, kind, body in (("add_v4", 0, add), ("add_dual_stack", 0, dual), ("del_no_netns", 1, delete),
+                             ("check_unknown_field", 2, check)):
+        write("plugin_event", name, bytes([kind]) + json.dumps(body, separators=(",", ":")).encode())
+
+
+# ---- meshnode-cni: environment NUL stdin NUL the agent's HTTP reply ----------------------------------
+def cni_seeds() -> None:
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "3b1f0e9c2d7a4e6f8a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f",
+           "CNI_NETNS": "/var/run/netns/cni-6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b", "CNI_IFNAME": "eth0",
+           "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=bookinfo;K8S_POD_NAME=reviews-v1-5b5d6f8c9-x2k4q;"
+                       "K8S_POD_INFRA_CONTAINER_ID=3b1f0e9c;K8S_POD_UID=6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b",
+           "CNI_PATH": "/opt/cni/bin", "PATH": "/usr/sbin:/usr/bin"}
+    # What containerd hands the second plugin of a bridge + meshnode chain (CNI spec 1.0 §Chained).
+    prev = {"cniVersion": "1.0.0",
+            "interfaces": [{"name": "cni0", "mac": "aa:bb:cc:dd:ee:01"}, {"name": "veth1a2b3c4d", "mac": "aa:bb:cc:dd:ee:02"},
+                           {"name": "eth0", "mac": "aa:bb:cc:dd:ee:03", "sandbox": env["CNI_NETNS"]}],
+            "ips": [{"interface": 2, "address": "10.244.1.7/24", "gateway": "10.244.1.1"}],
+            "routes": [{"dst": "0.0.0.0/0", "gw": "10.244.1.1"}], "dns": {}}
+    conf = {"cniVersion": "1.0.0", "name": "k8s-pod-network", "type": "meshnode-cni",
+            "agentSocket": "/var/run/istio-cni/pluginevent.sock", "excludeNamespaces": ["kube-system"],
+            "logLevel": "info", "prevResult": prev}
+
+    def seed(name, env_over, config, reply):
+        e = dict(env, **env_over)
+        text = "\n".join(f"{k}={v}" for k, v in e.items() if v is not None)
+        body = config if isinstance(config, str) else json.dumps(config, indent=2)
+        write("cni", name, text.encode() + b"\0" + body.encode() + b"\0" + reply)
+
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"enrolled\":true}"
+    declined = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n12\r\n{\"enrolled\":false}\r\n0\r\n\r\n"
+    refused = b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\npod bookinfo/reviews not found in the API"
+    seed("add_enrolled", {}, conf, ok)
+    seed("add_declined_chunked", {}, conf, declined)
+    seed("add_refused", {}, conf, refused)
+    old = dict(conf, cniVersion="0.4.0", prevResult=dict(prev, cniVersion="0.4.0"))
+    seed("check_040", {"CNI_COMMAND": "CHECK"}, old, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    seed("del_no_netns", {"CNI_COMMAND": "DEL", "CNI_NETNS": None}, dict(conf, prevResult=None), refused)
+    seed("add_podman_no_pod", {"CNI_ARGS": "IgnoreUnknown=1"}, dict(conf, cniVersion="0.3.1"), ok)
+    seed("add_prev_other_version", {}, dict(conf, prevResult=dict(prev, cniVersion="0.3.1")), ok)
+    seed("version", {"CNI_COMMAND": "VERSION"}, "", b"")
+
+
+# ---- CONNECT :authority NUL 24 bytes of trace/parent ids, client NUL service host NUL baggage --------
+def hbone_seeds() -> None:
+    ids = struct.pack("<QQQ", 0x4bf92f3577b34da6, 0xa3ce929d0e0e4736, 0x00f067aa0ba902b7)
+    baggage = b"k8s.cluster.name=Kubernetes,k8s.namespace.name=bookinfo,k8s.deployment.name=productpage-v1," \
+              b"service.name=productpage,service.version=v1"
+    write("hbone_headers", "v4", b"10.244.1.7:9080\0" + ids + b"10.244.0.9:43512\0reviews.bookinfo.svc.cluster.local\0"
+          + baggage)
+    write("hbone_headers", "v6", b"[fd00:10:244::7]:9080\0" + ids + b"[fd00:10:244::9]:43512\0\0")
+    write("hbone_headers", "mapped_v6", b"[::ffff:10.244.1.7]:80")
+    write("hbone_headers", "hostname", b"reviews.bookinfo:9080")
+
+
 if __name__ == "__main__":
     zds_seeds()
     socks5_seeds()
+    plugin_event_seeds()
+    cni_seeds()
+    hbone_seeds()

@@ -165,11 +165,9 @@ struct NamespaceKeyStart {
     if (next != '/') return next < '/' ? -1 : 1;
     return key.size() > ns.size() + 1 ? 1 : 0;
   }
+  // lower_bound compares only `key < start` (clang flags the mirror operator as unused).
   friend bool operator<(const std::string& key, NamespaceKeyStart start) {
     return compare(key, start.ns) < 0;
-  }
-  friend bool operator<(NamespaceKeyStart start, const std::string& key) {
-    return compare(key, start.ns) > 0;
   }
 };
 

@@ -1,5 +1,7 @@
 #include "config/local_config.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -12,6 +14,65 @@ namespace {
 using base::Errc;
 using detail::At;
 using detail::Reader;
+
+/// Sees where each document of a stream and its root node start, without building them.
+class DocumentMarks final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    starts_.push_back(mark);
+    roots_.push_back(mark);
+    in_root_ = true;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+  [[nodiscard]] std::size_t count() const noexcept { return starts_.size(); }
+  /// The parser reported a document without consuming anything: it will never get further.
+  [[nodiscard]] bool stuck() const noexcept {
+    return starts_.size() >= 2 && starts_[starts_.size() - 1].pos == starts_[starts_.size() - 2].pos;
+  }
+  [[nodiscard]] const YAML::Mark& last_start() const { return starts_.back(); }
+  [[nodiscard]] const YAML::Mark& root(std::size_t document) const { return roots_.at(document); }
+
+ private:
+  void node(const YAML::Mark& mark) {
+    if (in_root_) roots_.back() = mark;
+    in_root_ = false;
+  }
+  std::vector<YAML::Mark> starts_;
+  std::vector<YAML::Mark> roots_;
+  bool in_root_ = false;
+};
+
+/// The stream's only document (null when it has none). Not YAML::LoadAll: on streams such as ","
+/// yaml-cpp 0.7 (Debian 12) returns the same empty document forever and grows without bound
+/// (upstream issue 1040, fixed in 0.8; found by tests/fuzz/config_yaml_fuzz), so the documents are
+/// counted first, stopping where the parser stops making progress.
+Result<YAML::Node> only_document(const Reader& r, const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  while (parser.HandleNextDocument(marks)) {
+    if (marks.stuck()) return r.fail(marks.last_start(), "", "malformed YAML: unexpected text");
+  }
+  if (marks.count() == 0) return YAML::Node();
+  if (marks.count() > 1) {
+    return r.fail(marks.root(1), "", "expected one YAML document, got " + std::to_string(marks.count()));
+  }
+  return YAML::Load(text);
+}
 
 Result<LocalConfig> parse_root(const Reader& r, const YAML::Node& root) {
   LocalConfig config;
@@ -35,13 +96,9 @@ Result<LocalConfig> parse_root(const Reader& r, const YAML::Node& root) {
 Result<LocalConfig> parse_local_config(std::string_view yaml_text, std::string_view source_name) {
   Reader reader{std::string(source_name)};
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml_text));
-    if (documents.empty()) return LocalConfig{};
-    if (documents.size() > 1) {
-      return reader.fail(documents[1].Mark(), "",
-                         "expected one YAML document, got " + std::to_string(documents.size()));
-    }
-    return parse_root(reader, documents[0]);
+    auto root = only_document(reader, std::string(yaml_text));
+    if (!root) return std::unexpected(std::move(root.error()));
+    return parse_root(reader, *root);
   } catch (const YAML::Exception& e) {
     // Parser errors carry a position; e.msg is yaml-cpp's text without it.
     return reader.fail(e.mark, "", "malformed YAML: " + e.msg);

@@ -1,3 +1,4 @@
+#include "base/spiffe.hpp"
 #include "config/schema.hpp"
 
 namespace meshnode::config::detail {
@@ -81,6 +82,13 @@ Result<void> identity_fields(const Reader& r, const At& at, Workload& w) {
   if (w.service_account.empty()) w.service_account = "default";
   if (w.trust_domain.empty()) w.trust_domain = "cluster.local";
   if (w.cluster_id.empty()) w.cluster_id = "Kubernetes";
+  // These three make the workload's SPIFFE identity (its certificate, its policy principal): refuse
+  // values that do not make exactly that identity, such as a '/' in the service account.
+  const base::SpiffeId id = w.identity();
+  if (auto parsed = base::SpiffeId::parse(id.to_string()); !parsed || *parsed != id) {
+    return r.fail(at, "namespace, serviceAccount and trustDomain do not form one SPIFFE identity: " +
+                          (parsed ? id.to_string() : parsed.error().context));
+  }
   if (w.uid.empty()) {
     if (w.name.empty()) return r.fail(at, "missing required key \"uid\" (or \"name\" to derive it from)");
     w.uid = w.cluster_id + "//v1/Pod/" + w.ns + "/" + w.name;

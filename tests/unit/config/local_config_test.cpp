@@ -303,6 +303,20 @@ std::vector<BadCase> bad_cases() {
        "policies:\n- {name: p, namespace: n, scope: Global, action: Allow,\n"
        "   rules: [{destinationPorts: [80]}]}\n",
        "test.yaml:3:12: policies[0].rules[0]: expected a sequence, got a map"},
+      // Found by tests/fuzz/config_yaml_fuzz (corpus/config_yaml/regress_identity_slash).
+      {"ServiceAccountMakesAnotherIdentity", kW + "  serviceAccount: web/sa/admin\n  workloadIps: []\n",
+       "test.yaml:2:3: workloads[0]: namespace, serviceAccount and trustDomain do not form one SPIFFE identity: "
+       "invalid SPIFFE identity 'spiffe://cluster.local/ns/default/sa/web/sa/admin': expected <trust domain>/ns/"
+       "<namespace>/sa/<service account>"},
+      {"EmptyNamespace", "workloads:\n- name: w\n  namespace: \"\"\n  workloadIps: []\n",
+       "test.yaml:2:3: workloads[0]: namespace, serviceAccount and trustDomain do not form one SPIFFE identity: "
+       "invalid SPIFFE identity 'spiffe://cluster.local/ns//sa/default': empty path segment"},
+      // yaml-cpp 0.7's LoadAll never returned on these (and grew without bound): found by
+      // tests/fuzz/config_yaml_fuzz (corpus/config_yaml/regress_leading_comma).
+      {"LeadingComma", ",\x86", "test.yaml:1:1: (root): malformed YAML: unexpected text"},
+      {"CommaAfterADocumentEnd", "workloads: []\n...\n,\n",
+       "test.yaml:3:1: (root): malformed YAML: unexpected text"},
+      {"CommentThenComma", "# local config\n,\n", "test.yaml:2:1: (root): malformed YAML: unexpected text"},
       {"TwoDocuments", "workloads: []\n---\nservices: []\n",
        "test.yaml:3:1: (root): expected one YAML document, got 2"},
   };

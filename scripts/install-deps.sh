@@ -9,6 +9,8 @@ packages=(
   libasio-dev libssl-dev libnghttp2-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libnftables-dev
+  # fuzz preset: clang 19 (clang 14's libstdc++ mode has no std::expected) and its libFuzzer runtime
+  clang-19 libclang-rt-19-dev
   # tests and demo: real peers and real network plumbing
   iproute2 nftables iptables curl socat python3 openssl iperf3 procps
   containernetworking-plugins

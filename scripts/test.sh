@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs missing dependencies, then configures, builds and runs every test (unit + integration,
 # through ctest) for each CMake preset: `release` and `dev` (Debug + ASan/UBSan) by default,
-# MESHNODE_PRESETS="dev" (space-separated) to choose. Exits non-zero on any failure.
+# MESHNODE_PRESETS="dev" (space-separated) to choose; then a short smoke run of every fuzz target
+# (scripts/fuzz.sh --smoke). Exits non-zero on any failure.
 # Needs root (the integration tests create network namespaces); re-runs itself through sudo if
 # needed. With CI=true the integration tests fail instead of skipping.
 set -euo pipefail
@@ -35,10 +36,27 @@ for preset in $presets; do
   fi
   echo "==> [$preset] done at $((SECONDS - t0))s"
 done
+# Fuzz smoke: every libFuzzer target (tests/fuzz) replays its committed corpus, findings included,
+# then fuzzes for a few seconds; a crash or broken invariant fails the run. Needs clang 19 and its
+# libFuzzer runtime (install-deps.sh installs both); skipped visibly when they are missing.
+# MESHNODE_FUZZ_SMOKE_SECONDS per target (default 10; 0 skips).
+fuzz_secs=${MESHNODE_FUZZ_SMOKE_SECONDS:-10}
+clang_resources=$(clang++-19 -print-resource-dir 2>/dev/null || true)
+fuzz_note="fuzz smoke skipped"
+if [[ $fuzz_secs == 0 ]]; then
+  echo "==> [fuzz] smoke skipped (MESHNODE_FUZZ_SMOKE_SECONDS=0)"
+elif [[ -z $clang_resources || ! -f $clang_resources/lib/linux/libclang_rt.fuzzer-x86_64.a ]]; then
+  echo "==> [fuzz] SKIPPED: clang++-19 with libFuzzer is not installed (scripts/install-deps.sh)"
+else
+  echo "==> [fuzz] build + smoke, ${fuzz_secs}s per target"
+  bash scripts/fuzz.sh --smoke "$fuzz_secs" || failed+=("fuzz: smoke")
+  fuzz_note="fuzz smoke ${fuzz_secs}s per target"
+  echo "==> [fuzz] done at $((SECONDS - t0))s"
+fi
 ccache --show-stats 2>/dev/null | grep -iE 'hits|misses' | head -3 || true
 
 if ((${#failed[@]})); then
   printf 'test.sh: FAILED: %s\n' "${failed[@]}" >&2
   exit 1
 fi
-echo "test.sh: all presets passed ($presets) in $((SECONDS - t0))s"
+echo "test.sh: all presets passed ($presets; $fuzz_note) in $((SECONDS - t0))s"

@@ -2,6 +2,7 @@
 # Runs the libFuzzer targets of tests/fuzz (the `fuzz` CMake preset), one at a time.
 #
 #   scripts/fuzz.sh [--smoke] [--no-build] SECONDS [TARGET...]
+#   scripts/fuzz.sh --merge [--no-build] TARGET...
 #
 # TARGET is a name like `zds` or `zds_fuzz` (default: every target the preset built). Each target
 # first runs every input of its committed seed corpus (tests/fuzz/corpus/<target>/, regression inputs
@@ -13,6 +14,8 @@
 # crashing inputs go to $MESHNODE_FUZZ_DIR/crashes/<target>/, logs to $MESHNODE_FUZZ_DIR/logs/.
 # --smoke (scripts/test.sh): a throw-away corpus, nothing kept but the crash inputs, which are copied
 # to build/fuzz/crashes/ for the CI log to name. --no-build: use the binaries already in build/fuzz.
+# --merge: instead of fuzzing, adds to the committed corpus the fewest grown inputs that cover what
+# it does not (libFuzzer -set_cover_merge); review and commit them.
 #
 # Prints one line per target (executions, libFuzzer's cov/ft, corpus size, crashes) and exits 1 if
 # any target crashed or broke an invariant, 2 on usage or build errors.
@@ -21,18 +24,22 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/scripts/lib/common.sh"
 
-smoke=false build=true
+smoke=false build=true merge=false
 while [[ ${1:-} == --* ]]; do
   case $1 in
     --smoke) smoke=true ;;
+    --merge) merge=true ;;
     --no-build) build=false ;;
     *) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
-secs=${1:-}
-[[ $secs =~ ^[0-9]+$ ]] || { sed -n '2,20p' "${BASH_SOURCE[0]}" >&2; exit 2; }
-shift
+secs=0
+if ! $merge; then
+  secs=${1:-}
+  [[ $secs =~ ^[0-9]+$ ]] || { sed -n '2,23p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+  shift
+fi
 bin_dir=$repo/build/fuzz/tests/fuzz
 
 if $build; then
@@ -79,6 +86,14 @@ for t in "${targets[@]}"; do
   [[ -f $repo/tests/fuzz/$t.options ]] && read -ra extra <"$repo/tests/fuzz/$t.options" && opts+=("${extra[@]}")
   dirs=("$corpus")
   [[ -d $seeds ]] && dirs+=("$seeds")
+  if $merge; then
+    mkdir -p "$seeds"
+    before=$(find "$seeds" -type f | wc -l)
+    "${run[@]}" "$exe" -set_cover_merge=1 -timeout=10 -rss_limit_mb=2048 "$seeds" "$corpus" >"${log%.log}.merge.log" 2>&1 ||
+      { echo "fuzz.sh: merge of $t failed, see ${log%.log}.merge.log" >&2; exit 1; }
+    echo "merge $t: $before -> $(find "$seeds" -type f | wc -l) inputs in $seeds ($(du -sh "$seeds" | cut -f1))"
+    continue
+  fi
   t0=$SECONDS
   rc=0
   marker=$work/logs/.$t.start

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@ class StringMap {
   StringMap() = default;
   /// Takes entries in any order; a repeated key keeps its last value (as a JSON object would).
   explicit StringMap(std::vector<Entry> entries);
+  StringMap(std::initializer_list<Entry> entries) : StringMap(std::vector<Entry>(entries)) {}
 
   /// Value of `key`, or nullptr when absent.
   [[nodiscard]] const std::string* find(std::string_view key) const;

@@ -201,7 +201,6 @@ struct Informer<T>::Impl {
         }
         return std::unexpected(page.error());
       }
-      stats.bad_objects.fetch_add(page->skipped, std::memory_order_relaxed);
       if (items.empty()) {
         items = std::move(page->items);
       } else {
@@ -238,7 +237,6 @@ struct Informer<T>::Impl {
       return true;
     });
     if (tally) {
-      stats.bad_objects.fetch_add(tally->skipped, std::memory_order_relaxed);
       if (tally->events == 0 && Clock::now() - started < std::chrono::seconds(1)) {
         return fail(Errc::kProtocol, "very short watch: the server closed it at once without events");
       }
@@ -397,6 +395,11 @@ std::string Informer<T>::resource_version() const {
 template <class T>
 const InformerStats& Informer<T>::stats() const noexcept {
   return impl_->stats;
+}
+
+template <class T>
+std::uint64_t Informer<T>::bad_objects() const noexcept {
+  return impl_->client->stats().bad_objects.load(std::memory_order_relaxed);
 }
 
 template class Informer<Pod>;

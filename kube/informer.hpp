@@ -61,7 +61,6 @@ struct InformerStats {
   std::atomic<std::uint64_t> watches{0};        ///< watch requests started
   std::atomic<std::uint64_t> events{0};         ///< watch events applied (incl. bookmarks)
   std::atomic<std::uint64_t> bookmarks{0};
-  std::atomic<std::uint64_t> bad_objects{0};    ///< undecodable list items and watch events skipped
   std::atomic<std::uint64_t> errors{0};         ///< failed lists/watches (each followed by a backoff)
 };
 
@@ -114,6 +113,8 @@ class Informer {
   /// The resourceVersion the next watch would resume from ("" before the first list).
   [[nodiscard]] std::string resource_version() const;
   [[nodiscard]] const InformerStats& stats() const noexcept;
+  /// Undecodable list items and watch events skipped so far (each logged at warn).
+  [[nodiscard]] std::uint64_t bad_objects() const noexcept;
 
   /// Stops the thread (interrupting a blocked request) and joins it. Idempotent; not from a
   /// handler.

@@ -25,7 +25,8 @@ Programmable from tests through /fake/... endpoints (POST, JSON bodies):
   /fake/truncate-watches                 send half of a frame to every watch, then close
   /fake/garbage-watches {"bytes": hex}   send raw bytes (a bad event) to every watch
   /fake/bookmark                         send a BOOKMARK to every watch that allows them
-  /fake/config {"expiredAs": "event"|"http", "bookmarkIntervalSeconds": N}
+  /fake/config {"expiredAs": "event"|"http", "bookmarkIntervalSeconds": N,
+                "watchRefusal": HTTP status or 0, "expireContinue": bool}
   /fake/requests (GET)                   the requests seen so far (method, path, query, headers, user)
   /fake/reset-requests
 It prints "listening <url>" on stdout once it accepts connections.
@@ -217,6 +218,8 @@ class Store:
         self.snapshots = {}  # (kind, rv) -> sorted items, for consistent pagination
         self.expired_as = "event"
         self.bookmark_interval = 0
+        self.watch_refusal = 0  # non-zero: answer watches with this HTTP status (an outage)
+        self.expire_continue = False  # every continue token is too old
 
     def next_rv(self):
         self.rv += 1
@@ -419,7 +422,7 @@ def list_objects(kind, ns, query):
             except Exception:
                 raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data")
             items = STORE.snapshots.get((kind, list_rv))
-            if list_rv < STORE.oldest - 1 or items is None:
+            if list_rv < STORE.oldest - 1 or items is None or STORE.expire_continue:
                 raise expired("The provided continue parameter is too old to display a consistent list result. "
                               "You can start a new list without the continue parameter, or use the continue "
                               "token in this response to retrieve the remainder of the results. Continuing with "
@@ -535,9 +538,10 @@ class Handler(BaseHTTPRequestHandler):
         parts = [unquote(p) for p in url.path.strip("/").split("/") if p]
         user = self.user()
         with REQUESTS_LOCK:
-            REQUESTS.append({"method": method, "path": url.path, "query": query,
-                             "accept": self.headers.get("Accept", ""),
-                             "contentType": self.headers.get("Content-Type", ""), "user": user})
+            if parts[:1] != ["fake"]:
+                REQUESTS.append({"method": method, "path": url.path, "query": query,
+                                 "accept": self.headers.get("Accept", ""),
+                                 "contentType": self.headers.get("Content-Type", ""), "user": user})
         try:
             if parts[:1] == ["fake"]:
                 return self.fake(method, parts[1:])
@@ -638,6 +642,8 @@ class Handler(BaseHTTPRequestHandler):
         encoding = self.encoding()
         rv_param = query.get("resourceVersion", "")
         timeout = int(query.get("timeoutSeconds", "0") or 0) or 1800
+        if STORE.watch_refusal:
+            raise ApiError(STORE.watch_refusal, "ServiceUnavailable", "the watch cache is not ready")
         watcher = Watcher(kind, ns, Selector(kind, query), query.get("allowWatchBookmarks") == "true")
         watcher.sock = self.connection
         with STORE.lock:
@@ -752,6 +758,8 @@ class Handler(BaseHTTPRequestHandler):
                 action = ("garbage", bytes.fromhex(body.get("bytes", "")))
             with STORE.lock:
                 watchers = list(STORE.watchers)
+                if action in ("drop", "truncate"):  # gone from /fake/state at once
+                    STORE.watchers = []
             for w in watchers:
                 with w.cond:
                     w.action = action
@@ -760,6 +768,8 @@ class Handler(BaseHTTPRequestHandler):
         elif name == "config":
             STORE.expired_as = body.get("expiredAs", STORE.expired_as)
             STORE.bookmark_interval = body.get("bookmarkIntervalSeconds", STORE.bookmark_interval)
+            STORE.watch_refusal = body.get("watchRefusal", STORE.watch_refusal)
+            STORE.expire_continue = body.get("expireContinue", STORE.expire_continue)
         elif name == "state":
             with STORE.lock:
                 return self.send_json(200, {"resourceVersion": str(STORE.rv), "oldest": STORE.oldest,

@@ -25,6 +25,7 @@ Programmable from tests through /fake/... endpoints (POST, JSON bodies):
   /fake/truncate-watches                 send half of a frame to every watch, then close
   /fake/garbage-watches {"bytes": hex}   send raw bytes (a bad event) to every watch
   /fake/bookmark                         send a BOOKMARK to every watch that allows them
+  /fake/load {"template": pod, "count": N, "nodes": M, "namespace": ns}   bulk pods (benchmarks)
   /fake/config {"expiredAs": "event"|"http", "bookmarkIntervalSeconds": N,
                 "watchRefusal": HTTP status or 0, "expireContinue": bool}
   /fake/requests (GET)                   the requests seen so far (method, path, query, headers, user)
@@ -433,7 +434,9 @@ def list_objects(kind, ns, query):
             if match == "Exact" and rv_param and int(rv_param) < STORE.oldest - 1:
                 raise expired("too old resource version: %s (%d)" % (rv_param, STORE.oldest - 1))
             list_rv, start = STORE.rv, ""
-            items = [copy.deepcopy(o) for o in STORE.items(kind)]
+            # Stored objects are replaced on every write, never changed in place: a list of
+            # references is a consistent snapshot.
+            items = STORE.items(kind)
             if limit:
                 STORE.snapshots[(kind, list_rv)] = items
         matching = [o for o in items if (not ns or o["metadata"].get("namespace") == ns) and selector.matches(o)
@@ -765,6 +768,8 @@ class Handler(BaseHTTPRequestHandler):
                     w.action = action
                     w.cond.notify()
             return self.send_json(200, {"watches": len(watchers)})
+        elif name == "load":
+            load_pods(body)
         elif name == "config":
             STORE.expired_as = body.get("expiredAs", STORE.expired_as)
             STORE.bookmark_interval = body.get("bookmarkIntervalSeconds", STORE.bookmark_interval)
@@ -824,6 +829,24 @@ def table(kind, items, resource_version, continue_token=None):
             "rows": [{"cells": table_cells(kind, o),
                       "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                  "metadata": o["metadata"]}} for o in items]}
+
+
+def load_pods(body):
+    """Bulk creation for benchmarks: `count` copies of `template` in namespace `namespace`, named
+    <prefix><i>, spread round-robin over `nodes` nodes node-0..node-N-1, IPs 10.<i/65536>.<..>."""
+    template, ns = body["template"], body.get("namespace", "bench")
+    count, nodes, prefix = int(body["count"]), int(body.get("nodes", 1)), body.get("prefix", "pod-")
+    with STORE.lock:
+        if ns not in STORE.objects["Namespace"]:
+            create("Namespace", "", {"metadata": {"name": ns}})
+        for i in range(count):
+            pod = copy.deepcopy(template)
+            ip = "10.%d.%d.%d" % (i >> 16 & 255, i >> 8 & 255, i & 255)
+            pod.setdefault("metadata", {}).update({"name": "%s%d" % (prefix, i), "namespace": ns})
+            pod["metadata"].pop("resourceVersion", None)
+            pod.setdefault("spec", {})["nodeName"] = "node-%d" % (i % nodes)
+            pod.setdefault("status", {}).update({"podIP": ip, "podIPs": [{"ip": ip}]})
+            create("Pod", ns, pod)
 
 
 def discovery():

@@ -219,21 +219,11 @@ Result<WatchEvent<T>> decode_watch_event(std::string_view frame) {
     return event;
   }
   if (!kind_is(*object, KindOf<T>::kind)) return wrong_kind(*object, KindOf<T>::kind);
-  const bool need_identity = event.type != EventType::kBookmark;
-  if (auto converted = convert(*object, event.object, need_identity); !converted) {
-    return std::unexpected(converted.error());
-  }
-  if (!need_identity && event.object.metadata.resource_version.empty()) {
-    return fail(Errc::kProtocol, "BOOKMARK without metadata.resourceVersion");
-  }
+  if (auto converted = convert(*object, event.object, false); !converted) return std::unexpected(converted.error());
+  if (auto checked = check_event_object(event); !checked) return std::unexpected(checked.error());
   return event;
 }
 
-template Result<List<Pod>> decode_list<Pod>(std::string_view);
-template Result<List<Namespace>> decode_list<Namespace>(std::string_view);
-template Result<Pod> decode_object<Pod>(std::string_view);
-template Result<Namespace> decode_object<Namespace>(std::string_view);
-template Result<WatchEvent<Pod>> decode_watch_event<Pod>(std::string_view);
-template Result<WatchEvent<Namespace>> decode_watch_event<Namespace>(std::string_view);
+MESHNODE_KUBE_INSTANTIATE_CODEC
 
 }  // namespace meshnode::kube::detail::json

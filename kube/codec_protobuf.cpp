@@ -39,15 +39,11 @@ std::string hex_prefix(std::string_view body) {
 }
 
 Result<void> parse_type_meta(std::string_view bytes, Envelope& env) {
-  wire::Reader reader(bytes);
-  while (true) {
-    auto field = reader.next();
-    if (!field) return std::unexpected(field.error());
-    if (!*field) return {};
-    if ((*field)->wire_type != 2) continue;
-    if ((*field)->number == 1) env.api_version = (*field)->bytes;
-    if ((*field)->number == 2) env.kind = (*field)->bytes;
-  }
+  return wire::visit(bytes, [&](const wire::Field& f) {
+    if (f.wire_type != 2) return;
+    if (f.number == 1) env.api_version = f.bytes;
+    if (f.number == 2) env.kind = f.bytes;
+  });
 }
 
 /// Checks the magic prefix and walks runtime.Unknown.
@@ -61,23 +57,16 @@ Result<Envelope> unwrap(std::string_view body) {
   Envelope env;
   std::string_view content_encoding;
   std::string_view content_type;
-  wire::Reader reader(body.substr(kProtobufPrefix.size()));
-  while (true) {
-    auto field = reader.next();
-    if (!field) return fail(Errc::kProtocol, "runtime.Unknown: " + field.error().context);
-    if (!*field) break;
-    const auto& f = **field;
-    if (f.wire_type != 2) continue;
-    if (f.number == 1) {
-      if (auto tm = parse_type_meta(f.bytes, env); !tm) return fail(Errc::kProtocol, "runtime.TypeMeta: " + tm.error().context);
-    } else if (f.number == 2) {
-      env.raw = f.bytes;
-    } else if (f.number == 3) {
-      content_encoding = f.bytes;
-    } else if (f.number == 4) {
-      content_type = f.bytes;
-    }
-  }
+  std::string_view type_meta;
+  auto walked = wire::visit(body.substr(kProtobufPrefix.size()), [&](const wire::Field& f) {
+    if (f.wire_type != 2) return;
+    if (f.number == 1) type_meta = f.bytes;
+    if (f.number == 2) env.raw = f.bytes;
+    if (f.number == 3) content_encoding = f.bytes;
+    if (f.number == 4) content_type = f.bytes;
+  });
+  if (!walked) return fail(Errc::kProtocol, "runtime.Unknown: " + walked.error().context);
+  if (auto tm = parse_type_meta(type_meta, env); !tm) return fail(Errc::kProtocol, "runtime.TypeMeta: " + tm.error().context);
   if (!content_encoding.empty()) {
     return fail(Errc::kProtocol, "runtime.Unknown: unsupported contentEncoding " + std::string(content_encoding));
   }
@@ -170,18 +159,13 @@ Result<List<T>> decode_list(std::string_view body) {
   if (env->kind != KindOf<T>::list_kind) return wrong_kind(*env, KindOf<T>::list_kind);
   List<T> list;
   typename MessageOf<T>::type scratch;
-  wire::Reader reader(env->raw);
-  for (std::size_t index = 0;; ++index) {
-    auto field = reader.next();
-    if (!field) return fail(Errc::kProtocol, std::string(KindOf<T>::list_kind) + ": " + field.error().context);
-    if (!*field) break;
-    const auto& f = **field;
-    if (f.wire_type != 2) continue;
+  std::size_t index = 0;
+  bool bad_meta = false;
+  auto walked = wire::visit(env->raw, [&](const wire::Field& f) {
+    if (f.wire_type != 2) return;
     if (f.number == 1) {
       metav1::ListMeta meta;
-      if (!meta.ParseFromArray(f.bytes.data(), static_cast<int>(f.bytes.size()))) {
-        return fail(Errc::kProtocol, std::string(KindOf<T>::list_kind) + ": cannot parse metadata");
-      }
+      bad_meta = !meta.ParseFromArray(f.bytes.data(), static_cast<int>(f.bytes.size()));
       list.metadata.resource_version = meta.resourceversion();
       list.metadata.continue_token = meta.continue_();
       if (meta.has_remainingitemcount()) list.metadata.remaining_item_count = meta.remainingitemcount();
@@ -190,11 +174,14 @@ Result<List<T>> decode_list(std::string_view body) {
       if (auto parsed = parse_object<T>(f.bytes, scratch, item, true); !parsed) {
         ++list.skipped;
         spdlog::warn("kube: skipped {} item={} reason=\"{}\"", KindOf<T>::list_kind, index, parsed.error().context);
-        continue;
+      } else {
+        list.items.push_back(std::move(item));
       }
-      list.items.push_back(std::move(item));
+      ++index;
     }
-  }
+  });
+  if (!walked) return fail(Errc::kProtocol, std::string(KindOf<T>::list_kind) + ": " + walked.error().context);
+  if (bad_meta) return fail(Errc::kProtocol, std::string(KindOf<T>::list_kind) + ": cannot parse metadata");
   return list;
 }
 
@@ -222,25 +209,19 @@ template <class T>
 Result<WatchEvent<T>> decode_watch_event(std::string_view frame) {
   std::string_view type;
   std::string_view raw_extension;
-  wire::Reader reader(frame);
-  while (true) {
-    auto field = reader.next();
-    if (!field) return fail(Errc::kProtocol, "WatchEvent: " + field.error().context);
-    if (!*field) break;
-    if ((*field)->wire_type != 2) continue;
-    if ((*field)->number == 1) type = (*field)->bytes;
-    if ((*field)->number == 2) raw_extension = (*field)->bytes;
-  }
+  auto walked = wire::visit(frame, [&](const wire::Field& f) {
+    if (f.wire_type != 2) return;
+    if (f.number == 1) type = f.bytes;
+    if (f.number == 2) raw_extension = f.bytes;
+  });
+  if (!walked) return fail(Errc::kProtocol, "WatchEvent: " + walked.error().context);
   auto event_type = parse_event_type(type);
   if (!event_type) return std::unexpected(event_type.error());
   std::string_view object;
-  wire::Reader ext(raw_extension);
-  while (true) {
-    auto field = ext.next();
-    if (!field) return fail(Errc::kProtocol, "WatchEvent.object: " + field.error().context);
-    if (!*field) break;
-    if ((*field)->number == 1 && (*field)->wire_type == 2) object = (*field)->bytes;
-  }
+  walked = wire::visit(raw_extension, [&](const wire::Field& f) {
+    if (f.number == 1 && f.wire_type == 2) object = f.bytes;
+  });
+  if (!walked) return fail(Errc::kProtocol, "WatchEvent.object: " + walked.error().context);
   auto env = unwrap(object);
   if (!env) return fail(Errc::kProtocol, "WatchEvent " + std::string(type) + " object: " + env.error().context);
   WatchEvent<T> event;
@@ -256,21 +237,11 @@ Result<WatchEvent<T>> decode_watch_event(std::string_view frame) {
   // One parse buffer per thread: watch events arrive one at a time on each informer thread, and
   // reusing the message keeps its string and map allocations warm.
   thread_local typename MessageOf<T>::type scratch;
-  const bool need_identity = event.type != EventType::kBookmark;
-  if (auto parsed = parse_object<T>(env->raw, scratch, event.object, need_identity); !parsed) {
-    return std::unexpected(parsed.error());
-  }
-  if (!need_identity && event.object.metadata.resource_version.empty()) {
-    return fail(Errc::kProtocol, "BOOKMARK without metadata.resourceVersion");
-  }
+  if (auto parsed = parse_object<T>(env->raw, scratch, event.object, false); !parsed) return std::unexpected(parsed.error());
+  if (auto checked = check_event_object(event); !checked) return std::unexpected(checked.error());
   return event;
 }
 
-template Result<List<Pod>> decode_list<Pod>(std::string_view);
-template Result<List<Namespace>> decode_list<Namespace>(std::string_view);
-template Result<Pod> decode_object<Pod>(std::string_view);
-template Result<Namespace> decode_object<Namespace>(std::string_view);
-template Result<WatchEvent<Pod>> decode_watch_event<Pod>(std::string_view);
-template Result<WatchEvent<Namespace>> decode_watch_event<Namespace>(std::string_view);
+MESHNODE_KUBE_INSTANTIATE_CODEC
 
 }  // namespace meshnode::kube::detail::pb

@@ -37,4 +37,17 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
+/// Calls `fn(const Field&)` for every field of `data` in order.
+/// @returns the Reader's Errc::kProtocol for a malformed message (fields before it were visited).
+template <class Fn>
+[[nodiscard]] base::Result<void> visit(std::string_view data, Fn&& fn) {
+  Reader reader(data);
+  while (true) {
+    auto field = reader.next();
+    if (!field) return std::unexpected(field.error());
+    if (!*field) return {};
+    fn(**field);
+  }
+}
+
 }  // namespace meshnode::kube::wire

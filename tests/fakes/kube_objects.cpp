@@ -1,5 +1,7 @@
 #include "fakes/kube_objects.hpp"
 
+#include "k8s_meta.pb.h"
+#include "k8s_runtime.pb.h"
 #include "kube_fixture.pb.h"
 
 namespace meshnode::fakes {
@@ -7,6 +9,8 @@ namespace {
 
 using nlohmann::json;
 namespace pb = meshnode::test::k8s;
+namespace metav1 = k8s::io::apimachinery::pkg::apis::meta::v1;
+namespace runtime = k8s::io::apimachinery::pkg::runtime;
 
 constexpr long long kCreated = 1767945600;  // 2026-01-09T08:00:00Z
 
@@ -19,7 +23,7 @@ std::string rfc3339(long long seconds) {
   return buf;
 }
 
-void set_time(pb::Time* t, long long seconds) { t->set_seconds(seconds); }
+void set_time(metav1::Time* t, long long seconds) { t->set_seconds(seconds); }
 
 json managed_fields_json() {
   // What kube-controller-manager, kubelet and a CNI-agent-like writer leave on a real pod.
@@ -254,7 +258,7 @@ std::string namespace_proto(const std::string& name, const std::map<std::string,
 }
 
 std::string protobuf_envelope(const std::string& kind, const std::string& raw, const std::string& api_version) {
-  pb::Unknown unknown;
+  runtime::Unknown unknown;
   unknown.mutable_typemeta()->set_apiversion(api_version);
   unknown.mutable_typemeta()->set_kind(kind);
   unknown.set_raw(raw);
@@ -265,7 +269,7 @@ std::string protobuf_envelope(const std::string& kind, const std::string& raw, c
 
 std::string protobuf_list(const std::string& list_kind, const std::vector<std::string>& item_raws,
                           const std::string& resource_version, const std::string& continue_token) {
-  pb::ListMeta meta;
+  metav1::ListMeta meta;
   meta.set_resourceversion(resource_version);
   if (!continue_token.empty()) meta.set_continue_(continue_token);
   // Lists are ListMeta (field 1) + items (field 2): written by hand so Pod and Namespace share it.
@@ -286,7 +290,7 @@ std::string protobuf_list(const std::string& list_kind, const std::vector<std::s
 }
 
 std::string protobuf_watch_frame(const std::string& type, const std::string& enveloped_object) {
-  pb::WatchEvent event;
+  metav1::WatchEvent event;
   event.set_type(type);
   event.mutable_object()->set_raw(enveloped_object);
   const std::string body = event.SerializeAsString();
@@ -297,7 +301,7 @@ std::string protobuf_watch_frame(const std::string& type, const std::string& env
 }
 
 std::string protobuf_status(int code, const std::string& reason, const std::string& message) {
-  pb::Status status;
+  metav1::Status status;
   status.mutable_metadata();
   status.set_status("Failure");
   status.set_message(message);

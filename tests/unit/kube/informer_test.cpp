@@ -100,6 +100,35 @@ class InformerTest : public ::testing::TestWithParam<Encoding> {
     ASSERT_TRUE(informer_->wait_for_sync(10s));
   }
   void start() { start(options()); }
+  /// Changes made while the watch is down and history is compacted, the expiry reported as
+  /// `expired_as` ("event": ERROR in a 200 stream, "http": 410): the informer must re-list and
+  /// report exactly the differences.
+  void expire_while_away(const char* expired_as) {
+    for (const char* name : {"keep", "gone", "again"}) fake_->create_pod("shop", name, "node-1");
+    start_watching();
+    fake_->configure({{"expiredAs", expired_as}, {"watchRefusal", 503}});
+    fake_->drop_watches();
+    fake_->patch_pod("shop", "keep", {{"metadata", {{"labels", {{"v", "2"}}}}}});
+    fake_->delete_pod("shop", "gone", 0);
+    fake_->create_pod("shop", "new", "node-1");
+    fake_->delete_pod("shop", "again", 0);
+    fake_->create_pod("shop", "again", "node-1");  // same name, new uid
+    fake_->compact();
+    fake_->configure({{"watchRefusal", 0}});
+    auto lines = recorder_.wait(5);
+    std::sort(lines.begin(), lines.end());
+    const std::string keep_rv = fake_->get_pod("shop", "keep")["metadata"]["resourceVersion"];
+    EXPECT_EQ(lines, (std::vector<std::string>{"add shop/again", "add shop/new", "delete shop/again unknown",
+                                               "delete shop/gone unknown", "update shop/keep " + keep_rv}));
+    EXPECT_EQ(informer_->stats().relists.load(), 1u);
+    EXPECT_EQ(informer_->stats().lists.load(), 2u);
+  }
+  /// start(), then waits for the watch to be open and forgets the events of the initial list.
+  void start_watching() {
+    start();
+    ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
+    recorder_.clear();
+  }
 
   /// The watch requests the fake saw, oldest first.
   std::vector<json> watch_requests() {
@@ -172,9 +201,7 @@ TEST_P(InformerTest, ListsInPagesOfTheNodeThenWatchesFromTheListVersion) {
 
 TEST_P(InformerTest, ResumesAfterAnOutageWithoutMissingOrRepeatingEvents) {
   fake_->create_pod("shop", "web", "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  recorder_.clear();
+  start_watching();
   const std::string before = informer_->resource_version();
   fake_->configure({{"watchRefusal", 503}});
   EXPECT_EQ(fake_->drop_watches(), 1);
@@ -203,9 +230,7 @@ TEST_P(InformerTest, ResumesAfterAnOutageWithoutMissingOrRepeatingEvents) {
 
 TEST_P(InformerTest, TruncatedFrameIsResumedFromTheLastWholeEvent) {
   fake_->create_pod("shop", "web", "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  recorder_.clear();
+  start_watching();
   EXPECT_EQ(fake_->truncate_watches(), 1);
   auto pod = fake_->patch_pod("shop", "web", {{"metadata", {{"labels", {{"v", "2"}}}}}});
   EXPECT_EQ(recorder_.wait(1), std::vector<std::string>{"update shop/web " + pod["metadata"]["resourceVersion"].get<std::string>()});
@@ -214,9 +239,7 @@ TEST_P(InformerTest, TruncatedFrameIsResumedFromTheLastWholeEvent) {
 
 TEST_P(InformerTest, UndecodableEventIsSkippedAndCountedTheStreamGoesOn) {
   fake_->create_pod("shop", "web", "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  recorder_.clear();
+  start_watching();
   const std::string garbage = GetParam() == Encoding::kProtobuf ? std::string("\x00\x00\x00\x03\x0a\x05x", 7)
                                                                  : std::string("{\"type\":\"ADDED\",\"object\":7}\n");
   EXPECT_EQ(fake_->garbage_watches(garbage), 1);
@@ -226,35 +249,8 @@ TEST_P(InformerTest, UndecodableEventIsSkippedAndCountedTheStreamGoesOn) {
   EXPECT_EQ(informer_->stats().watches.load(), 1u);  // same stream, no reconnect
 }
 
-/// Changes made while the watch is down and history is compacted: the informer must re-list and
-/// report exactly the differences.
-void expired_while_away(FakeKubeApi& fake, Recorder& recorder, PodInformer& informer, const std::string& list_path) {
-  recorder.clear();
-  fake.configure({{"watchRefusal", 503}});
-  fake.drop_watches();
-  fake.patch_pod("shop", "keep", {{"metadata", {{"labels", {{"v", "2"}}}}}});
-  fake.delete_pod("shop", "gone", 0);
-  fake.create_pod("shop", "new", "node-1");
-  fake.delete_pod("shop", "again", 0);
-  fake.create_pod("shop", "again", "node-1");  // same name, new uid
-  fake.compact();
-  fake.configure({{"watchRefusal", 0}});
-  auto lines = recorder.wait(5);
-  std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines, (std::vector<std::string>{"add shop/again", "add shop/new", "delete shop/again unknown",
-                                             "delete shop/gone unknown",
-                                             "update shop/keep " + fake.get_pod("shop", "keep")["metadata"]["resourceVersion"].get<std::string>()}));
-  EXPECT_EQ(informer.stats().relists.load(), 1u);
-  EXPECT_EQ(informer.stats().lists.load(), 2u);
-  (void)list_path;
-}
-
 TEST_P(InformerTest, ExpiredAsErrorEventInA200StreamRelists) {
-  for (const char* name : {"keep", "gone", "again"}) fake_->create_pod("shop", name, "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  fake_->configure({{"expiredAs", "event"}});
-  expired_while_away(*fake_, recorder_, *informer_, "/api/v1/pods");
+  expire_while_away("event");
   // The re-list asks for the most recent state, not the watch cache's "any version".
   const auto lists = list_requests();
   ASSERT_GE(lists.size(), 2u);
@@ -262,13 +258,7 @@ TEST_P(InformerTest, ExpiredAsErrorEventInA200StreamRelists) {
   EXPECT_EQ(informer_->get("shop/again")->metadata.uid, fake_->get_pod("shop", "again")["metadata"]["uid"]);
 }
 
-TEST_P(InformerTest, ExpiredAsHttp410Relists) {
-  for (const char* name : {"keep", "gone", "again"}) fake_->create_pod("shop", name, "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  fake_->configure({{"expiredAs", "http"}});
-  expired_while_away(*fake_, recorder_, *informer_, "/api/v1/pods");
-}
+TEST_P(InformerTest, ExpiredAsHttp410Relists) { expire_while_away("http"); }
 
 TEST_P(InformerTest, BookmarkMovesTheResumePointPastOtherNodesChanges) {
   fake_->create_pod("shop", "web", "node-1");
@@ -326,9 +316,7 @@ TEST_P(InformerTest, WaitForPodCoversTheWatchLagOfCniAdd) {
 
 TEST_P(InformerTest, GracefulDeletionShowsAsDeletionTimestampThenDelete) {
   fake_->create_pod("shop", "web", "node-1");
-  start();
-  ASSERT_TRUE(fake_->wait_for_watches(1, 10s));
-  recorder_.clear();
+  start_watching();
   fake_->delete_pod("shop", "web", 30);
   ASSERT_NE(informer_->wait_for("shop/web", 10s, [](const Pod& p) { return p.metadata.deletion_timestamp.has_value(); }),
             nullptr);

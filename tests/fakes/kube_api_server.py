@@ -47,6 +47,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import kube_pb
+from kube_errors import ApiError
+from kube_selectors import Selector
+from kube_views import TABLE_COLUMNS, discovery, table
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 JSON = "application/json"
@@ -57,118 +60,8 @@ def now_rfc3339(offset_seconds=0):
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class ApiError(Exception):
-    def __init__(self, code, reason, message, details=None):
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details
-
-    def status(self):
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            body["details"] = self.details
-        return body
-
-
 def expired(message):
     return ApiError(410, "Expired", message)
-
-
-# --- selectors --------------------------------------------------------------------------------
-
-def field_value(obj, path):
-    cur = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(part)
-    return "" if cur is None else str(cur)
-
-
-SUPPORTED_FIELDS = {"Pod": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase",
-                            "spec.serviceAccountName", "spec.schedulerName", "status.podIP"},
-                    "Namespace": {"metadata.name", "status.phase"}}
-
-
-def parse_field_selector(kind, text):
-    terms = []
-    for term in filter(None, (t.strip() for t in (text or "").split(","))):
-        if "!=" in term:
-            key, value, negate = *term.split("!=", 1), True
-        elif "==" in term:
-            key, value, negate = *term.split("==", 1), False
-        elif "=" in term:
-            key, value, negate = *term.split("=", 1), False
-        else:
-            raise ApiError(400, "BadRequest", 'invalid field selector: "%s"' % term)
-        if key not in SUPPORTED_FIELDS[kind]:
-            raise ApiError(400, "BadRequest",
-                           'field label not supported: %s' % key)
-        terms.append((key, value, negate))
-    return terms
-
-
-def split_label_terms(text):
-    terms, depth, cur = [], 0, ""
-    for ch in text or "":
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            terms.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        terms.append(cur.strip())
-    return terms
-
-
-def parse_label_selector(text):
-    terms = []
-    for term in split_label_terms(text):
-        for op in (" notin ", " in "):
-            if op in term:
-                key, values = term.split(op, 1)
-                values = {v.strip() for v in values.strip().strip("()").split(",")}
-                terms.append((key.strip(), op.strip(), values))
-                break
-        else:
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                terms.append((key.strip(), "!=", {value.strip()}))
-            elif "==" in term or "=" in term:
-                key, value = term.replace("==", "=").split("=", 1)
-                terms.append((key.strip(), "=", {value.strip()}))
-            elif term.startswith("!"):
-                terms.append((term[1:].strip(), "!exists", set()))
-            else:
-                terms.append((term, "exists", set()))
-    return terms
-
-
-class Selector:
-    def __init__(self, kind, query):
-        self.fields = parse_field_selector(kind, query.get("fieldSelector", ""))
-        self.labels = parse_label_selector(query.get("labelSelector", ""))
-
-    def matches(self, obj):
-        for key, value, negate in self.fields:
-            if (field_value(obj, key) == value) == negate:
-                return False
-        labels = obj.get("metadata", {}).get("labels") or {}
-        for key, op, values in self.labels:
-            present = key in labels
-            if op == "exists" and not present:
-                return False
-            if op == "!exists" and present:
-                return False
-            if op in ("=", "in") and (not present or labels[key] not in values):
-                return False
-            if op in ("!=", "notin") and present and labels[key] in values:
-                return False
-        return True
 
 
 # --- merge patch (RFC 7386) ---------------------------------------------------------------------
@@ -785,52 +678,6 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"resourceVersion": str(STORE.rv)})
 
 
-TABLE_COLUMNS = {
-    "Pod": [("Name", "string", "name", 0), ("Ready", "string", "", 0), ("Status", "string", "", 0),
-            ("Restarts", "string", "", 0), ("Age", "string", "", 0), ("IP", "string", "", 1),
-            ("Node", "string", "", 1), ("Nominated Node", "string", "", 1), ("Readiness Gates", "string", "", 1)],
-    "Namespace": [("Name", "string", "name", 0), ("Status", "string", "", 0), ("Age", "string", "", 0)],
-}
-
-
-def age(obj):
-    created = obj["metadata"].get("creationTimestamp")
-    if not created:
-        return "<unknown>"
-    secs = int(datetime.datetime.now(datetime.timezone.utc).timestamp() - kube_pb.parse_time(created)[0])
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size * 2:
-            return "%d%s" % (secs // size, unit)
-    return "%ds" % max(secs, 0)
-
-
-def table_cells(kind, obj):
-    meta, status = obj["metadata"], obj.get("status", {})
-    if kind == "Namespace":
-        return [meta["name"], status.get("phase", ""), age(obj)]
-    containers = obj.get("spec", {}).get("containers", [])
-    statuses = status.get("containerStatuses", [])
-    ready = sum(1 for c in statuses if c.get("ready"))
-    phase = "Terminating" if meta.get("deletionTimestamp") else status.get("phase", "")
-    return [meta["name"], "%d/%d" % (ready, len(containers)), phase,
-            str(sum(c.get("restartCount", 0) for c in statuses)), age(obj), status.get("podIP") or "<none>",
-            obj.get("spec", {}).get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>", "<none>"]
-
-
-def table(kind, items, resource_version, continue_token=None):
-    """A meta.k8s.io/v1 Table, the server-side printing kubectl asks for (rows carry the object's
-    metadata as PartialObjectMetadata, the default includeObject=Metadata)."""
-    meta = {"resourceVersion": resource_version}
-    if continue_token:
-        meta["continue"] = continue_token
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": n, "priority": p}
-                                  for n, t, f, p in TABLE_COLUMNS[kind]],
-            "rows": [{"cells": table_cells(kind, o),
-                      "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                                 "metadata": o["metadata"]}} for o in items]}
-
-
 def load_pods(body):
     """Bulk creation for benchmarks: `count` copies of `template` in namespace `namespace`, named
     <prefix><i>, spread round-robin over `nodes` nodes node-0..node-N-1, IPs 10.<i/65536>.<..>."""
@@ -847,22 +694,6 @@ def load_pods(body):
             pod.setdefault("spec", {})["nodeName"] = "node-%d" % (i % nodes)
             pod.setdefault("status", {}).update({"podIP": ip, "podIPs": [{"ip": ip}]})
             create("Pod", ns, pod)
-
-
-def discovery():
-    def resource(name, kind, namespaced, verbs, short=None):
-        r = {"name": name, "singularName": "" if "/" in name else kind.lower(), "namespaced": namespaced,
-             "kind": kind, "verbs": verbs}
-        if short:
-            r["shortNames"] = short
-        return r
-    all_verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-        resource("namespaces", "Namespace", False, ["create", "delete", "get", "list", "patch", "update", "watch"],
-                 ["ns"]),
-        resource("pods", "Pod", True, all_verbs, ["po"]),
-        resource("pods/status", "Pod", True, ["get", "patch", "update"]),
-    ]}
 
 
 def main():

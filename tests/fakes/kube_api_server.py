@@ -27,7 +27,7 @@ Programmable from tests through /fake/... endpoints (POST, JSON bodies):
   /fake/bookmark                         send a BOOKMARK to every watch that allows them
   /fake/load {"template": pod, "count": N, "nodes": M, "namespace": ns}   bulk pods (benchmarks)
   /fake/config {"expiredAs": "event"|"http", "bookmarkIntervalSeconds": N,
-                "watchRefusal": HTTP status or 0, "expireContinue": bool}
+                "watchRefusal"/"writeRefusal": HTTP status or 0, "expireContinue": bool}
   /fake/requests (GET)                   the requests seen so far (method, path, query, headers, user)
   /fake/reset-requests
 It prints "listening <url>" on stdout once it accepts connections.
@@ -113,6 +113,7 @@ class Store:
         self.expired_as = "event"
         self.bookmark_interval = 0
         self.watch_refusal = 0  # non-zero: answer watches with this HTTP status (an outage)
+        self.write_refusal = 0  # non-zero: answer writes (POST/PUT/PATCH/DELETE) with this status
         self.expire_continue = False  # every continue token is too old
 
     def next_rv(self):
@@ -443,6 +444,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.fake(method, parts[1:])
             if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            if STORE.write_refusal and method != "GET":
+                self.body_json()  # consume the body: the connection stays usable
+                raise ApiError(STORE.write_refusal, "ServiceUnavailable", "the server is currently unable to handle the request")
             return self.api(method, parts, query)
         except ApiError as err:
             self.send_error_status(err)
@@ -667,6 +671,7 @@ class Handler(BaseHTTPRequestHandler):
             STORE.expired_as = body.get("expiredAs", STORE.expired_as)
             STORE.bookmark_interval = body.get("bookmarkIntervalSeconds", STORE.bookmark_interval)
             STORE.watch_refusal = body.get("watchRefusal", STORE.watch_refusal)
+            STORE.write_refusal = body.get("writeRefusal", STORE.write_refusal)
             STORE.expire_continue = body.get("expireContinue", STORE.expire_continue)
         elif name == "state":
             with STORE.lock:

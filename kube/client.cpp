@@ -48,6 +48,12 @@ base::Error refusal(const std::string& what, const HttpResponse& response) {
 
 Client::Client(std::unique_ptr<HttpClient> http, Encoding encoding) : http_(std::move(http)), encoding_(encoding) {}
 
+Result<std::unique_ptr<Client>> Client::create(ClusterConfig config, HttpOptions http, Encoding encoding) {
+  auto transport = HttpClient::create(std::move(config), std::move(http));
+  if (!transport) return std::unexpected(transport.error());
+  return std::make_unique<Client>(std::move(*transport), encoding);
+}
+
 std::string Client::accept() const {
   return encoding_ == Encoding::kProtobuf
              ? "Accept: " + std::string(kProtobufMediaType) + ", " + std::string(kJsonMediaType)

@@ -63,6 +63,10 @@ class Client {
  public:
   Client(std::unique_ptr<HttpClient> http, Encoding encoding = Encoding::kProtobuf);
 
+  /// A Client over a new HttpClient for `config`. Errc::kConfig as HttpClient::create.
+  [[nodiscard]] static base::Result<std::unique_ptr<Client>> create(ClusterConfig config, HttpOptions http = {},
+                                                                    Encoding encoding = Encoding::kProtobuf);
+
   /// GET /api/v1/pods or /api/v1/namespaces (all namespaces): one page.
   /// Instantiated for Pod and Namespace.
   template <class T>

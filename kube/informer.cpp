@@ -41,6 +41,9 @@ struct Change {
 
 template <class T>
 struct Informer<T>::Impl {
+  Impl(InformerOptions<T> o, InformerHandlers<T> h, std::unique_ptr<Client> c)
+      : options(std::move(o)), handlers(std::move(h)), client(std::move(c)) {}
+
   InformerOptions<T> options;
   InformerHandlers<T> handlers;
   std::unique_ptr<Client> client;
@@ -305,12 +308,9 @@ Informer<T>::~Informer() {
 template <class T>
 Result<std::unique_ptr<Informer<T>>> Informer<T>::start(ClusterConfig config, InformerOptions<T> options,
                                                         InformerHandlers<T> handlers) {
-  auto http = HttpClient::create(std::move(config), options.http);
-  if (!http) return std::unexpected(http.error());
-  auto impl = std::make_unique<Impl>();
-  impl->client = std::make_unique<Client>(std::move(*http), options.encoding);
-  impl->options = std::move(options);
-  impl->handlers = std::move(handlers);
+  auto client = Client::create(std::move(config), options.http, options.encoding);
+  if (!client) return std::unexpected(client.error());
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handlers), std::move(*client));
   Impl* raw = impl.get();
   std::unique_ptr<Informer<T>> informer(new Informer<T>(std::move(impl)));
   raw->thread = std::thread([raw] { raw->run(); });

@@ -31,6 +31,9 @@ struct StatusWriter::Impl {
   };
   using Target = std::pair<std::string, std::string>;  // (pod key, annotation key)
 
+  Impl(StatusWriterOptions o, Done d, std::unique_ptr<Client> c)
+      : options(std::move(o)), done(std::move(d)), client(std::move(c)) {}
+
   StatusWriterOptions options;
   Done done;
   std::unique_ptr<Client> client;
@@ -107,12 +110,9 @@ StatusWriter::~StatusWriter() { stop(); }
 
 base::Result<std::unique_ptr<StatusWriter>> StatusWriter::start(ClusterConfig config, StatusWriterOptions options,
                                                                 Done done) {
-  auto http = HttpClient::create(std::move(config), options.http);
-  if (!http) return std::unexpected(http.error());
-  auto impl = std::make_unique<Impl>();
-  impl->client = std::make_unique<Client>(std::move(*http), options.encoding);
-  impl->options = std::move(options);
-  impl->done = std::move(done);
+  auto client = Client::create(std::move(config), options.http, options.encoding);
+  if (!client) return std::unexpected(client.error());
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(done), std::move(*client));
   Impl* raw = impl.get();
   std::unique_ptr<StatusWriter> writer(new StatusWriter(std::move(impl)));
   raw->thread = std::thread([raw] { raw->run(); });

@@ -8,24 +8,20 @@
 #include "kube/backoff.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
+#include "unit/kube/scratch_dir.hpp"
 
 namespace meshnode::kube {
 namespace {
 
 class ConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "meshnode-kubecfg-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
-  std::string dir_;
+  ScratchDir scratch_{"meshnode-kubecfg"};
+  const std::string& dir_ = scratch_.path();
 };
 
 constexpr const char* kKubeconfig = R"(apiVersion: v1

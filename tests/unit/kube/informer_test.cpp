@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "fakes/kube_api.hpp"
+#include "unit/kube/scratch_dir.hpp"
 #include "kube/client.hpp"
 #include "kube/enrollment.hpp"
 #include "kube/informer.hpp"
@@ -63,23 +64,15 @@ class Recorder {
   std::vector<std::string> lines_;
 };
 
-std::string make_temp_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "meshnode-kube-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
 class InformerTest : public ::testing::TestWithParam<Encoding> {
  protected:
   void SetUp() override {
-    dir_ = make_temp_dir();
     fake_ = FakeKubeApi::start({dir_});
     fake_->create_namespace("shop", {{"istio.io/dataplane-mode", "ambient"}});
   }
   void TearDown() override {
     informer_.reset();
     fake_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   InformerOptions<Pod> options() {
@@ -150,7 +143,8 @@ class InformerTest : public ::testing::TestWithParam<Encoding> {
     return informer_->wait_for(key, 10s, [&](const Pod& p) { return p.metadata.resource_version == rv; }) != nullptr;
   }
 
-  std::string dir_;
+  ScratchDir scratch_;
+  const std::string& dir_ = scratch_.path();
   std::unique_ptr<FakeKubeApi> fake_;
   Recorder recorder_;
   std::unique_ptr<PodInformer> informer_;
@@ -390,9 +384,8 @@ INSTANTIATE_TEST_SUITE_P(Encodings, InformerTest, ::testing::Values(Encoding::kP
 
 class SecureApiTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = make_temp_dir(); }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  ScratchDir scratch_;
+  const std::string& dir_ = scratch_.path();
 };
 
 TEST_F(SecureApiTest, ClientCertificateOverTls) {

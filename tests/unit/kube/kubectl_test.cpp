@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "fakes/kube_api.hpp"
+#include "unit/kube/scratch_dir.hpp"
 #include "kube/informer.hpp"
 
 namespace meshnode::kube {
@@ -28,15 +29,11 @@ class KubectlTest : public ::testing::Test {
       if (ci && std::string(ci) == "true") FAIL() << "kubectl is missing (scripts/install-deps.sh installs it)";
       GTEST_SKIP() << "kubectl not installed: the fake API server is not checked against it";
     }
-    std::string tmpl = (std::filesystem::temp_directory_path() / "meshnode-kubectl-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     fake_ = FakeKubeApi::start({.dir = dir_, .tls = true, .client_certificates = true});
     kubeconfig_ = fake_->write_kubeconfig();
   }
   void TearDown() override {
     fake_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   std::vector<std::string> argv(std::vector<std::string> args) {
@@ -50,7 +47,8 @@ class KubectlTest : public ::testing::Test {
     return result.out;
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"meshnode-kubectl"};
+  const std::string& dir_ = scratch_.path();
   std::string kubeconfig_;
   std::unique_ptr<FakeKubeApi> fake_;
 };

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "fakes/kube_api.hpp"
+#include "unit/kube/scratch_dir.hpp"
 #include "kube/enrollment.hpp"
 #include "kube/status_writer.hpp"
 
@@ -19,9 +20,6 @@ using fakes::FakeKubeApi;
 class StatusWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "meshnode-kube-sw-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     fake_ = FakeKubeApi::start({dir_});
     fake_->create_namespace("shop");
     for (const char* name : {"a", "b"}) fake_->create_pod("shop", name, "node-1");
@@ -38,7 +36,6 @@ class StatusWriterTest : public ::testing::Test {
   void TearDown() override {
     writer_.reset();
     fake_.reset();
-    std::filesystem::remove_all(dir_);
   }
   nlohmann::json redirection(const char* pod) {
     auto annotations = fake_->get_pod("shop", pod)["metadata"]["annotations"];
@@ -51,7 +48,8 @@ class StatusWriterTest : public ::testing::Test {
     return results_;
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"meshnode-kube-sw"};
+  const std::string& dir_ = scratch_.path();
   std::unique_ptr<FakeKubeApi> fake_;
   std::unique_ptr<StatusWriter> writer_;
   std::mutex mutex_;

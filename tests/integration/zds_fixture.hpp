@@ -28,14 +28,6 @@ struct ZdsPod {
   [[nodiscard]] nodeapi::zds::WorkloadInfo info() const;
 };
 
-/// A shared-mode meshnode-proxy's addresses inside its node netns. The first proxy of a node uses
-/// the defaults; a second one (restart hand-off) needs other admin ports (they do not reuse ports).
-struct ProxyPorts {
-  int admin = 15000;
-  int metrics = 15020;
-  int readiness = 15021;
-};
-
 /// scripts/cluster.sh topology with `pods_per_node` pods per node (2 nodes) and NO proxy started:
 /// tests start shared-mode proxies (`--inpod-uds`) and enroll pods through fake node agents
 /// (fakes::ZdsServer). Every node config lists every pod (HBONE). The destructor stops every

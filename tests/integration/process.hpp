@@ -84,6 +84,11 @@ class Process {
 RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
               const std::string& scratch_dir);
 
+/// Number of stdout lines of a tools/*.py peer (one JSON object per line) with `"event": "<event>"`.
+int count_events(const Process& p, std::string_view event);
+/// Value of the numeric field `key` in the last line containing `"event": "<event>"` (-1 if none).
+double last_field(const Process& p, std::string_view event, std::string_view key);
+
 /// Whole content of a file ("" if it does not exist).
 std::string read_file(const std::string& path);
 

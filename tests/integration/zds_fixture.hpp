@@ -87,10 +87,6 @@ std::string replay_snapshot(fakes::ZdsServer& agent, const std::vector<ZdsPod*>&
                             std::chrono::seconds within = std::chrono::seconds(20));
 
 
-/// The `event` lines of a zds_peer.py stdout as (event, line) pairs: helpers to find fields.
-int count_events(const Process& p, std::string_view event);
-/// Value of the numeric field `key` in the last line containing `"event": "<event>"` (-1 if none).
-double last_field(const Process& p, std::string_view event, std::string_view key);
 
 /// Per-test fixture: a fresh ZdsCluster for each test (SetUp) removed in TearDown. Without root the
 /// tests skip visibly; with CI=true they fail instead. On failure, prints the logs in the work dir.

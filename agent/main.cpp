@@ -73,7 +73,9 @@ std::string default_plugin_binary() {
 }
 
 void add_flags(CLI::App& cli, Flags& f) {
-  cli.add_option("--plugin-socket", f.options.plugin_socket, "CNI plugin event socket (HTTP/1.1)")->capture_default_str();
+  cli.add_option("--plugin-socket", f.options.plugin_socket,
+                 "CNI plugin event socket (HTTP/1.1); default $CNI_AGENT_RUN_DIR/pluginevent.sock when that is set")
+      ->capture_default_str();
   cli.add_option("--zds-socket", f.options.zds_socket, "ZDS socket the node proxy connects to")
       ->envname("ZTUNNEL_UDS_ADDRESS")
       ->capture_default_str();
@@ -185,6 +187,10 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e);
+  }
+  // istio-cni's CNI_AGENT_RUN_DIR holds the plugin event socket when --plugin-socket is not given.
+  if (const char* run_dir = std::getenv("CNI_AGENT_RUN_DIR"); run_dir != nullptr && cli.count("--plugin-socket") == 0) {
+    flags.options.plugin_socket = std::string(run_dir) + "/pluginevent.sock";
   }
   // Istio's NATIVE_NFTABLES (research §3.2) chooses the backend when --redirect is not given.
   if (const char* native = std::getenv("NATIVE_NFTABLES"); native != nullptr && cli.count("--redirect") == 0) {

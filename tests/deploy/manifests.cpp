@@ -89,7 +89,7 @@ YAML::Node daemonset_with(const std::vector<YAML::Node>& objects, const std::str
 
 std::vector<std::string> strings(const YAML::Node& list) {
   std::vector<std::string> out;
-  if (list.IsSequence()) {
+  if (list.IsDefined() && list.IsSequence()) {
     for (const YAML::Node& s : list) out.push_back(s.as<std::string>());
   }
   return out;

@@ -68,7 +68,7 @@ bool CniCluster::bring_up(std::string& error) {
       error = setup + ": " + r.describe();
       return false;
     }
-    if (!start_agent(n, error) || !start_proxy(n, error)) return false;
+    if (options_.start_daemons && (!start_agent(n, error) || !start_proxy(n, error))) return false;
   }
   return true;
 }
@@ -262,11 +262,13 @@ std::set<std::string> CniCluster::listeners(const std::string& netns) const {
 
 std::string CniCluster::logs(int n) const {
   std::string out;
-  for (int i = 1; i <= agent_log_index_.at(n); ++i) {
+  const int agents = agent_log_index_.count(n) ? agent_log_index_.at(n) : 0;
+  const int proxies = proxy_log_index_.count(n) ? proxy_log_index_.at(n) : 0;
+  for (int i = 1; i <= agents; ++i) {
     out += "--- agent node" + std::to_string(n) + " #" + std::to_string(i) + "\n" +
            tail(read_file(node_dir(n) + "/agent-" + std::to_string(i) + ".log"));
   }
-  for (int i = 1; i <= proxy_log_index_.at(n); ++i) {
+  for (int i = 1; i <= proxies; ++i) {
     out += "--- proxy node" + std::to_string(n) + " #" + std::to_string(i) + "\n" +
            tail(read_file(node_dir(n) + "/proxy-" + std::to_string(i) + ".log"));
   }

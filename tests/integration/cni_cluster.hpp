@@ -33,6 +33,8 @@ struct CniClusterOptions {
   /// install step copies meshnode-cni into the node's bin dir and chains it (issue 14); pods then
   /// run whatever the node's conf dir holds, exactly as a runtime would.
   bool install = false;
+  /// false: no agent or proxy is started (the image test runs them from the image).
+  bool start_daemons = true;
   /// Extra environment ("NAME=value") of every agent, e.g. AMBIENT_DISABLE_SAFE_UPGRADE=true.
   std::vector<std::string> agent_env;
   /// Extra environment of every proxy started by start_proxy, e.g. CONNECTION_TERMINATION_DEADLINE=2s.

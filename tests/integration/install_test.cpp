@@ -78,14 +78,15 @@ class InstallTest : public CniClusterTest {
     const double now = last_field(loop, "progress", "ok");
     return eventually(seconds(20), [&] { return last_field(loop, "progress", "ok") >= now + more; });
   }
-  /// Closes the loop's stdin: (attempted, failed), or nullopt when it gave no summary.
-  static std::optional<std::pair<long, long>> finish(Process& loop) {
-    loop.close_stdin();
-    if (!loop.wait_for(seconds(20))) return std::nullopt;
-    const double attempted = last_field(loop, "summary", "attempted");
-    const double failed = last_field(loop, "summary", "failed");
-    if (attempted < 0 || failed < 0) return std::nullopt;
-    return std::pair{static_cast<long>(attempted), static_cast<long>(failed)};
+  /// client (node 1) and server (node 2) pods, an echo server in `server` and a loop from `client`
+  /// that already got 50 connections through.
+  Process start_traffic() {
+    add(1, "client", "198.19.1.10");
+    add(2, "server", "198.19.2.10");
+    start_echo("server");
+    Process loop = start_loop("client", "198.19.2.10");
+    EXPECT_TRUE(loop_advances(loop, 50)) << loop.stdout_text() << loop.stderr_text();
+    return loop;
   }
   std::string nft_with_handles(const std::string& pod) {
     // -s: without counters, which move with the traffic; handles change if a rule is re-created.
@@ -132,11 +133,8 @@ TEST_F(InstallTest, InstallStepChainsThePluginAndPodsComeThroughIt) {
 // gets every pod from the agent over ZDS (both bind the pods' ports with SO_REUSEPORT), is ready,
 // then the old one drains. A new connection every 10 ms must never fail.
 TEST_F(InstallTest, ProxyRolloutOverZdsLosesNoNewConnection) {
-  add(1, "client", "198.19.1.10");
-  add(2, "server", "198.19.2.10");
-  start_echo("server");
-  Process loop = start_loop("client", "198.19.2.10");
-  ASSERT_TRUE(loop_advances(loop, 50)) << loop.stdout_text() << loop.stderr_text();
+  Process loop = start_traffic();
+  ASSERT_FALSE(HasFailure());
 
   for (int n : {1, 2}) {
     std::string error;
@@ -158,7 +156,7 @@ TEST_F(InstallTest, ProxyRolloutOverZdsLosesNoNewConnection) {
   // New pods go to the new proxy (the agent adds to the newest connection).
   add(1, "client2", "198.19.1.11");
   EXPECT_EQ(c().listeners(c().pod_netns("client2")).size(), 3u);
-  auto summary = finish(loop);
+  auto summary = finish_loop(loop);
   ASSERT_TRUE(summary) << loop.stdout_text() << loop.stderr_text();
   std::printf("proxy rollout (2 nodes): %ld new connections attempted, %ld failed\n", summary->first, summary->second);
   RecordProperty("proxy_rollout_attempted", std::to_string(summary->first));
@@ -172,11 +170,8 @@ TEST_F(InstallTest, ProxyRolloutOverZdsLosesNoNewConnection) {
 // entry stays, traffic never fails; while no agent runs, a new pod's ADD fails (closed) instead
 // of starting unenrolled.
 TEST_F(InstallTest, AgentRolloutKeepsEveryPodsRulesAndThePluginEntry) {
-  add(1, "client", "198.19.1.10");
-  add(2, "server", "198.19.2.10");
-  start_echo("server");
-  Process loop = start_loop("client", "198.19.2.10");
-  ASSERT_TRUE(loop_advances(loop, 50)) << loop.stdout_text() << loop.stderr_text();
+  Process loop = start_traffic();
+  ASSERT_FALSE(HasFailure());
   const std::string rules_client = nft_with_handles("client");
   const std::string rules_server = nft_with_handles("server");
   ASSERT_TRUE(has(rules_client, "redirect to :15001")) << rules_client;
@@ -212,7 +207,7 @@ TEST_F(InstallTest, AgentRolloutKeepsEveryPodsRulesAndThePluginEntry) {
   auto late = c().add_pod(1, "client2");
   EXPECT_EQ(late.exit_code, 0) << late.describe();
   EXPECT_EQ(c().listeners(c().pod_netns("client2")).size(), 3u);
-  auto summary = finish(loop);
+  auto summary = finish_loop(loop);
   ASSERT_TRUE(summary) << loop.stdout_text() << loop.stderr_text();
   std::printf("agent rollout (2 nodes): %ld connections attempted, %ld failed\n", summary->first, summary->second);
   EXPECT_EQ(summary->second, 0) << loop.stdout_text().substr(0, 4000);

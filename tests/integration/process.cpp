@@ -203,4 +203,13 @@ double last_field(const Process& p, std::string_view event, std::string_view key
   return value;
 }
 
+std::optional<std::pair<long, long>> finish_loop(Process& loop) {
+  loop.close_stdin();
+  if (!loop.wait_for(std::chrono::seconds(20))) return std::nullopt;
+  const double attempted = last_field(loop, "summary", "attempted");
+  const double failed = last_field(loop, "summary", "failed");
+  if (attempted < 0 || failed < 0) return std::nullopt;
+  return std::pair{static_cast<long>(attempted), static_cast<long>(failed)};
+}
+
 }  // namespace meshnode::integration

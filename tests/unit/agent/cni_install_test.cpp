@@ -114,11 +114,8 @@ TEST(PlanChain, ReplacedTypesAreTakenOut) {
 }
 
 TEST(PlanChain, RefusesWhatWouldBreakPods) {
-  struct Case {
-    const char* text;
-    const char* error_part;
-  };
-  const Case cases[] = {
+  // {config text, what the error must say}
+  const std::pair<const char*, const char*> cases[] = {
       {"", "not a JSON object"},
       {R"({"cniVersion":"1.0.0","name":"a","plugins":[{"type":"bridge"})", "not a JSON object"},  // half written
       {"[1,2]", "not a JSON object"},
@@ -129,12 +126,12 @@ TEST(PlanChain, RefusesWhatWouldBreakPods) {
       {R"({"cniVersion":"1.1.0","name":"a","plugins":[{"type":"bridge"}]})", "cniVersion 1.1.0 is not supported"},
       {R"({"cniVersion":"1.0.0","name":"a","plugins":[{"type":"meshnode-cni"}]})", "no plugin left to chain after"},
   };
-  for (const Case& c : cases) {
-    auto plan = plan_chain("10-a.conflist", c.text, kEntry, {}, kVersions);
-    ASSERT_FALSE(plan) << c.text;
+  for (const auto& [text, error_part] : cases) {
+    auto plan = plan_chain("10-a.conflist", text, kEntry, {}, kVersions);
+    ASSERT_FALSE(plan) << text;
     EXPECT_EQ(plan.error().code, base::Errc::kConfig);
     EXPECT_NE(plan.error().context.find("10-a.conflist"), std::string::npos) << plan.error().context;
-    EXPECT_NE(plan.error().context.find(c.error_part), std::string::npos) << plan.error().context;
+    EXPECT_NE(plan.error().context.find(error_part), std::string::npos) << plan.error().context;
   }
 }
 

@@ -98,11 +98,6 @@ void add_flags(CLI::App& cli, Flags& f) {
 // Starts the install step when a conf dir is configured; nullptr otherwise.
 meshnode::base::Result<std::unique_ptr<meshnode::agent::CniInstaller>> start_installer(Flags& flags) {
   if (flags.install.conf_dir.empty()) return nullptr;
-  if (!flags.chained) {
-    return meshnode::base::fail(meshnode::base::Errc::kConfig,
-                                "CHAINED_CNI_PLUGIN=false is not supported: meshnode-cni only runs chained after the "
-                                "primary CNI");
-  }
   if (flags.install.plugin_binary.empty()) flags.install.plugin_binary = default_plugin_binary();
   flags.install.entry = {flags.options.plugin_socket, flags.options.policy.exclude_namespaces, "warn"};
   return meshnode::agent::CniInstaller::start(flags.install);
@@ -121,6 +116,11 @@ int run(Flags& flags) {
       return 2;
     }
     flags.options.policy = std::move(*policy);
+  }
+  if (!flags.install.conf_dir.empty() && !flags.chained) {
+    spdlog::error("meshnode-agent: CHAINED_CNI_PLUGIN=false is not supported: meshnode-cni only runs chained "
+                  "after the primary CNI");
+    return 2;
   }
   auto& excluded = flags.options.policy.exclude_namespaces;
   for (const auto& ns : flags.exclude_namespaces) {

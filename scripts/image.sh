@@ -114,6 +114,10 @@ base_image() {
     log "$kind base: cached $tarball"
   else
     step "mmdebstrap-$kind" make_base_tarball "$kind" "$tarball"
+    # Bases of older package lists are dead weight now.
+    find "$cache" -maxdepth 1 -name "meshnode-base-$kind-*.tar" ! -name "$(basename "$tarball")" -delete
+    podman images --format '{{.Repository}}:{{.Tag}}' "localhost/meshnode-base-$kind" | grep -vxF "$ref" |
+      xargs -r podman rmi -f >/dev/null 2>&1 || true
   fi
   if ! podman image exists "$ref"; then
     step "import-$kind" podman import --quiet "$tarball" "$ref" >/dev/null

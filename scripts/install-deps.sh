@@ -14,6 +14,8 @@ packages=(
   containernetworking-plugins
   stunnel4 haproxy nghttp2-proxy nodejs
   podman runc busybox-static
+  # deploy: the image's base (mmdebstrap) and the manifests' render test (kubectl's kustomize)
+  mmdebstrap kubectl
 )
 
 # kubectl checks the fake Kubernetes API server (tests/unit/kube/kubectl_test.cpp). The machine

@@ -8,8 +8,18 @@ using base::fail;
 Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(std::vector<Workload> workloads,
                                                                   std::vector<Service> services,
                                                                   std::vector<Authorization> policies) {
+  std::vector<std::shared_ptr<const Workload>> shared;
+  shared.reserve(workloads.size());
+  for (auto& w : workloads) shared.push_back(std::make_shared<const Workload>(std::move(w)));
+  return build(std::move(shared), std::move(services), std::move(policies));
+}
+
+Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(
+    std::vector<std::shared_ptr<const Workload>> workloads, std::vector<Service> services,
+    std::vector<Authorization> policies) {
   auto snapshot = std::make_shared<StateSnapshot>(Token{});
   for (auto& w : workloads) {
+    if (!w) return fail(Errc::kInvalidArgument, "null workload");
     if (auto r = snapshot->add_workload(std::move(w)); !r) return std::unexpected(std::move(r.error()));
   }
   for (auto& s : services) {
@@ -30,14 +40,13 @@ std::shared_ptr<const StateSnapshot> StateSnapshot::empty() {
   return std::make_shared<StateSnapshot>(Token{});
 }
 
-Result<void> StateSnapshot::add_workload(Workload workload) {
-  if (workload.uid.empty()) {
-    return fail(Errc::kConfig, "workload '" + workload.ns + "/" + workload.name + "' has an empty uid");
+Result<void> StateSnapshot::add_workload(std::shared_ptr<const Workload> shared) {
+  if (shared->uid.empty()) {
+    return fail(Errc::kConfig, "workload '" + shared->ns + "/" + shared->name + "' has an empty uid");
   }
-  if (workloads_.contains(workload.uid)) {
-    return fail(Errc::kConfig, "duplicate workload uid '" + workload.uid + "'");
+  if (workloads_.contains(shared->uid)) {
+    return fail(Errc::kConfig, "duplicate workload uid '" + shared->uid + "'");
   }
-  auto shared = std::make_shared<const Workload>(std::move(workload));
   for (const auto& ip : shared->addresses) {
     auto [it, inserted] = workloads_by_address_.try_emplace(AddressKey{shared->network, ip}, shared);
     if (!inserted && it->second != shared) {

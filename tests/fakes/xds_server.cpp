@@ -5,6 +5,7 @@
 #include <set>
 
 #include "discovery.grpc.pb.h"
+#include "fakes/grpc_listen.hpp"
 
 namespace meshnode::fakes {
 namespace {
@@ -66,22 +67,11 @@ struct FakeXdsServer::Impl {
 };
 
 Result<void> FakeXdsServer::Impl::listen(int wanted_port) {
-  grpc::ServerBuilder builder;
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (ca) {
-    auto cert = ca->server_certificate(server_name);
-    if (!cert) return std::unexpected(cert.error());
-    grpc::SslServerCredentialsOptions options;
-    options.pem_key_cert_pairs.push_back({cert->second, cert->first});
-    creds = grpc::SslServerCredentials(options);
-  } else {
-    creds = grpc::InsecureServerCredentials();
-  }
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(wanted_port), creds, &port);
+  port = wanted_port;
   service = std::make_unique<Service>(this);
-  builder.RegisterService(service.get());
-  server = builder.BuildAndStart();
-  if (!server || port == 0) return fail(Errc::kIo, "fake xDS server cannot listen on port " + std::to_string(wanted_port));
+  auto started = listen_loopback(ca, server_name, port, service.get());
+  if (!started) return std::unexpected(started.error());
+  server = std::move(*started);
   return {};
 }
 

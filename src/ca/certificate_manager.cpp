@@ -95,7 +95,10 @@ void CertificateManager::fetch(const base::SpiffeId& id, Done done) {
     Entry& e = entries_[id];
     if (e.generation == 0) e.generation = next_generation_++;
     ready = usable(id, e, clock_());
-    if (!ready) {
+    // While a failed identity waits out its backoff, connections fail fast with the last error
+    // instead of each sending the CA another request.
+    bool backing_off = e.failures > 0 && !e.in_flight && !e.pending && e.due > clock_();
+    if (!ready && !backing_off) {
       e.waiters.push_back(std::move(done));
       want(e, Priority::kRealTime);
     }

@@ -79,7 +79,9 @@ class CertificateManager {
   [[nodiscard]] Result<Tls> get(const base::SpiffeId& id) const;
 
   /// A connection needs `id`: `done` gets the certificate (at once when one is valid), or the
-  /// error of the first request that fails while no valid certificate exists.
+  /// error of the first request that fails while no valid certificate exists. While a failed
+  /// identity waits out its retry backoff, `done` gets the last error at once (fail closed
+  /// without adding load on a struggling CA).
   void fetch(const base::SpiffeId& id, Done done);
 
   /// Requests `id` ahead of use (priority Warmup) unless it is already held or pending.

@@ -1,5 +1,6 @@
 #include "xds/client.hpp"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -26,6 +27,13 @@ using Response = discovery::DeltaDiscoveryResponse;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kInvalidArgument = 3;  // google.rpc.Code.INVALID_ARGUMENT in a NACK's error_detail
+
+google::protobuf::ArenaOptions arena_options() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 64 * 1024;
+  o.max_block_size = 4 * 1024 * 1024;
+  return o;
+}
 
 std::string env_or(const rpc::Env& env, std::string_view name, std::string fallback) {
   auto it = env.find(name);
@@ -93,7 +101,10 @@ struct XdsClient::Impl {
   struct Stream {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientAsyncReaderWriter<Request, Response>> rw;
-    Response incoming;
+    // Each response is decoded into an arena, released in one go once applied: a 100,000-resource
+    // response costs no per-field frees (xDS apply benchmark).
+    google::protobuf::Arena arena{arena_options()};
+    Response* incoming = google::protobuf::Arena::CreateMessage<Response>(&arena);
     std::deque<Request> outbox;  // front() is being written while `writing`
     bool writing = false;
     bool open = false;
@@ -229,7 +240,7 @@ void XdsClient::Impl::send_initial(const std::shared_ptr<Stream>& s) {
 }
 
 void XdsClient::Impl::read(const std::shared_ptr<Stream>& s) {
-  s->rw->Read(&s->incoming, loop.tag([this, s](bool ok) { on_read(s, ok); }));
+  s->rw->Read(s->incoming, loop.tag([this, s](bool ok) { on_read(s, ok); }));
 }
 
 void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
@@ -242,7 +253,9 @@ void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
     status.connected = true;
     spdlog::info("xds: connected to {}", options.endpoint.address);
   }
-  handle(s, s->incoming);
+  handle(s, *s->incoming);
+  s->arena.Reset();
+  s->incoming = google::protobuf::Arena::CreateMessage<Response>(&s->arena);
   read(s);
 }
 

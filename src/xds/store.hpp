@@ -18,11 +18,6 @@ namespace envoy::service::discovery::v3 {
 class DeltaDiscoveryResponse;
 }  // namespace envoy::service::discovery::v3
 
-namespace istio::workload {
-class Workload;
-class Service;
-}  // namespace istio::workload
-
 namespace meshnode::xds {
 
 using base::Result;
@@ -60,7 +55,9 @@ struct ApplyOutcome {
 /// fail: the newer claim wins (as in the reference), and the older workload stays reachable by
 /// uid and its other addresses; likewise for service VIPs.
 ///
-/// Not thread-safe: owned and used by one thread (the xDS client's loop).
+/// Not thread-safe: owned and used by one thread (the xDS client's loop). A response of more than
+/// 16,384 Address resources is decoded on up to 4 short-lived helper threads (pure conversion);
+/// the store itself is only touched by the calling thread.
 class ResourceStore {
  public:
   /// @param local the LOCAL_XDS_PATH content (may be empty); it is part of every snapshot.
@@ -101,10 +98,6 @@ class ResourceStore {
   ResourceStore() = default;
   void apply_addresses(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response, ApplyOutcome& out);
   void apply_policies(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response, ApplyOutcome& out);
-  [[nodiscard]] Result<void> upsert_workload(const std::string& name, const std::string& version,
-                                            const istio::workload::Workload& in);
-  [[nodiscard]] Result<void> upsert_service(const std::string& name, const std::string& version,
-                                           const istio::workload::Service& in);
   [[nodiscard]] Result<void> check_workload(const std::string& name, const state::Workload& w) const;
   [[nodiscard]] Result<void> check_service(const std::string& name, const state::Service& s) const;
   void put_address(const std::string& name, std::string version, std::shared_ptr<const state::Workload> w,
@@ -120,14 +113,24 @@ class ResourceStore {
   std::set<std::string, std::less<>> local_uids_, local_service_keys_, local_policy_keys_;
   std::set<AddressKey> local_ips_, local_vips_;
 
+  // Indexes hold views: into the keys of addresses_ (node-based, so stable until erased) and into
+  // the converted workloads (immutable, owned by addresses_). erase_address() drops the views first.
+  using AddressView = std::pair<std::string_view, base::IpAddr>;
+  struct AddressViewHash {
+    std::size_t operator()(const AddressView& a) const noexcept {
+      return std::hash<base::IpAddr>{}(a.second) ^ (std::hash<std::string_view>{}(a.first) << 1);
+    }
+  };
+  using OwnerMap = std::unordered_map<AddressView, std::string_view, AddressViewHash>;
+
   std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
-  std::unordered_map<std::string, std::string> workload_uids_;  // uid → resource name
-  std::unordered_map<std::string, std::string> service_keys_;   // "ns/hostname" → resource name
-  std::unordered_map<std::string, std::string> policy_keys_;    // "ns/name" → resource name
-  std::map<AddressKey, std::string> ip_owner_;   // workload (network, IP) → resource name (newest claim)
-  std::map<AddressKey, std::string> vip_owner_;  // service (network, VIP) → resource name (newest claim)
-  std::set<std::string> shadowed_;               // names that lost an IP or VIP to a newer claim
+  std::unordered_map<std::string_view, std::string_view> workload_uids_;  // uid → resource name
+  std::unordered_map<std::string, std::string_view> service_keys_;        // "ns/hostname" → resource name
+  std::unordered_map<std::string, std::string> policy_keys_;              // "ns/name" → resource name
+  OwnerMap ip_owner_;   // workload (network, IP) → resource name (newest claim)
+  OwnerMap vip_owner_;  // service (network, VIP) → resource name (newest claim)
+  std::set<std::string, std::less<>> shadowed_;  // names that lost an IP or VIP to a newer claim
 };
 
 }  // namespace meshnode::xds

@@ -91,6 +91,12 @@ Result<void> ResourceStore::check_workload(const std::string& name, const state:
   if (auto it = workload_uids_.find(w.uid); it != workload_uids_.end() && it->second != name) {
     return fail(Errc::kConfig, "uid '" + w.uid + "' is already held by resource '" + std::string(it->second) + "'");
   }
+  if (w.uid != name) {
+    auto it = addresses_.find(w.uid);
+    if (it != addresses_.end() && it->second.workload && it->second.workload->uid == w.uid) {
+      return fail(Errc::kConfig, "uid '" + w.uid + "' is already held by resource '" + w.uid + "'");
+    }
+  }
   for (const auto& ip : w.addresses) {
     if (local_ips_.contains({w.network, ip})) {
       return fail(Errc::kConfig, "address " + w.network + "/" + ip.to_string() + " belongs to a local workload");
@@ -124,9 +130,11 @@ bool ResourceStore::erase_address(const std::string& name) {
     if (owner != owners.end() && owner->second == name) owners.erase(owner);
   };
   if (e.workload) {
-    workload_uids_.erase(e.workload->uid);
+    --workload_count_;
+    if (e.workload->uid != name) workload_uids_.erase(e.workload->uid);
     for (const auto& ip : e.workload->addresses) release(ip_owner_, {e.workload->network, ip});
   } else {
+    --service_count_;
     service_keys_.erase(e.service->key());
     for (const auto& v : e.service->vips) release(vip_owner_, {v.network, v.address});
   }
@@ -150,9 +158,12 @@ void ResourceStore::put_address(const std::string& name, std::string version,
     }
   };
   if (e.workload) {
-    workload_uids_[e.workload->uid] = stored;
+    ++workload_count_;
+    // The common case, resource name == uid, needs no index: addresses_ answers it.
+    if (e.workload->uid != stored) workload_uids_[e.workload->uid] = stored;
     for (const auto& ip : e.workload->addresses) claim(ip_owner_, {e.workload->network, ip});
   } else {
+    ++service_count_;
     service_keys_[e.service->key()] = stored;
     for (const auto& v : e.service->vips) claim(vip_owner_, {v.network, v.address});
   }
@@ -228,7 +239,6 @@ void ResourceStore::apply_addresses(const discovery::DeltaDiscoveryResponse& res
   std::vector<DecodedAddress> decoded = decode_all(response);
   // Grow the indexes once, not a rehash at every doubling of a 100,000-resource response.
   addresses_.reserve(addresses_.size() + decoded.size());
-  workload_uids_.reserve(workload_uids_.size() + decoded.size());
   ip_owner_.reserve(ip_owner_.size() + decoded.size());
   for (std::size_t i = 0; i < decoded.size(); ++i) {
     const auto& r = response.resources(static_cast<int>(i));
@@ -302,8 +312,8 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const
   std::vector<std::shared_ptr<const state::Workload>> workloads = local_workloads_;
   std::vector<state::Service> services = local_services_;
   std::vector<state::Authorization> policies = local_policies_;
-  workloads.reserve(workloads.size() + workload_uids_.size());
-  services.reserve(services.size() + service_keys_.size());
+  workloads.reserve(workloads.size() + workload_count_);
+  services.reserve(services.size() + service_count_);
   policies.reserve(policies.size() + policies_.size());
   for (const auto& [name, e] : addresses_) {
     if (e.workload) {

@@ -79,8 +79,8 @@ class ResourceStore {
   /// "ns/hostname", or "<network>/<ip>" of a workload or service VIP.
   [[nodiscard]] bool knows(std::string_view key) const;
 
-  [[nodiscard]] std::size_t workload_count() const noexcept { return workload_uids_.size(); }
-  [[nodiscard]] std::size_t service_count() const noexcept { return service_keys_.size(); }
+  [[nodiscard]] std::size_t workload_count() const noexcept { return workload_count_; }
+  [[nodiscard]] std::size_t service_count() const noexcept { return service_count_; }
   [[nodiscard]] std::size_t policy_count() const noexcept { return policies_.size(); }
 
  private:
@@ -125,7 +125,9 @@ class ResourceStore {
 
   std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
-  std::unordered_map<std::string_view, std::string_view> workload_uids_;  // uid → resource name
+  std::unordered_map<std::string_view, std::string_view> workload_uids_;  // uid → resource name, when they differ
+  std::size_t workload_count_ = 0;
+  std::size_t service_count_ = 0;
   std::unordered_map<std::string, std::string_view> service_keys_;        // "ns/hostname" → resource name
   std::unordered_map<std::string, std::string> policy_keys_;              // "ns/name" → resource name
   OwnerMap ip_owner_;   // workload (network, IP) → resource name (newest claim)

@@ -177,6 +177,32 @@ TEST(ResourceStore, LocalConfigWinsOverXds) {
   EXPECT_EQ(snapshot->workload_by_address("", *base::IpAddr::parse("10.1.0.1"))->name, "static");
 }
 
+TEST(ResourceStore, OneUidUnderTwoResourceNamesIsRejected) {
+  auto store = empty_store();
+  auto resp = response(kAddressType);
+  add(resp, pod("default", "web", "10.0.0.1"));                      // named by its uid
+  add(resp, pod("default", "web", "10.0.0.2"), "1", "another-name");  // same uid, other name
+  auto outcome = store.apply(resp);
+  ASSERT_EQ(outcome.rejected.size(), 1u);
+  EXPECT_EQ(outcome.rejected[0].name, "another-name");
+  EXPECT_EQ(outcome.rejected[0].reason,
+            "uid 'Kubernetes//Pod/default/web' is already held by resource 'Kubernetes//Pod/default/web'");
+  // And the other way round: a name that is not the uid first.
+  auto other = empty_store();
+  auto first = response(kAddressType);
+  add(first, pod("default", "db", "10.0.0.3"), "1", "db-alias");
+  add(first, pod("default", "db", "10.0.0.4"));
+  auto o2 = other.apply(first);
+  ASSERT_EQ(o2.rejected.size(), 1u);
+  EXPECT_EQ(o2.rejected[0].name, "Kubernetes//Pod/default/db");
+  EXPECT_TRUE(other.knows("Kubernetes//Pod/default/db"));
+  auto removal = response(kAddressType, "n2");
+  removal.add_removed_resources("db-alias");
+  EXPECT_EQ(other.apply(removal).removed, 1u);
+  EXPECT_FALSE(other.knows("Kubernetes//Pod/default/db"));
+  EXPECT_EQ(other.workload_count(), 0u);
+}
+
 TEST(ResourceStore, UnknownTypeUrlAppliesNothing) {
   auto store = empty_store();
   auto resp = response("type.googleapis.com/envoy.config.cluster.v3.Cluster");

@@ -101,10 +101,11 @@ void CertificateManager::fetch(const base::SpiffeId& id, Done done) {
     if (!ready && !backing_off) {
       e.waiters.push_back(std::move(done));
       want(e, Priority::kRealTime);
+      done = nullptr;
     }
   }
-  if (ready) {
-    done(std::move(ready));
+  if (done) {
+    done(std::move(ready));  // a valid certificate, or the last error while backing off
   } else {
     cv_.notify_all();
   }

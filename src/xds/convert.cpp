@@ -1,5 +1,7 @@
 #include "xds/convert.hpp"
 
+#include <array>
+#include <optional>
 #include <string>
 
 #include "authorization.pb.h"
@@ -129,45 +131,17 @@ Result<state::NetworkAddress> vip(const pw::NetworkAddress& in, int index) {
 
 state::LoadBalancing load_balancing(const pw::LoadBalancing& in) {
   using S = state::LoadBalancingScope;
+  using M = state::LoadBalancingMode;
+  // Indexed by the wire value; UNSPECIFIED (0) and values from a newer istiod add no preference.
+  static constexpr std::array<std::optional<S>, 7> kScopes = {std::nullopt, S::kRegion,  S::kZone,   S::kSubzone,
+                                                               S::kNode,     S::kCluster, S::kNetwork};
+  static constexpr std::array<M, 4> kModes = {M::kStandard, M::kStrict, M::kFailover, M::kPassthrough};
   state::LoadBalancing lb;
   for (int raw : in.routing_preference()) {
-    switch (raw) {
-      case pw::LoadBalancing::REGION:
-        lb.routing_preferences.push_back(S::kRegion);
-        break;
-      case pw::LoadBalancing::ZONE:
-        lb.routing_preferences.push_back(S::kZone);
-        break;
-      case pw::LoadBalancing::SUBZONE:
-        lb.routing_preferences.push_back(S::kSubzone);
-        break;
-      case pw::LoadBalancing::NODE:
-        lb.routing_preferences.push_back(S::kNode);
-        break;
-      case pw::LoadBalancing::CLUSTER:
-        lb.routing_preferences.push_back(S::kCluster);
-        break;
-      case pw::LoadBalancing::NETWORK:
-        lb.routing_preferences.push_back(S::kNetwork);
-        break;
-      default:  // UNSPECIFIED or a scope from a newer istiod: no preference
-        break;
-    }
+    if (raw > 0 && raw < static_cast<int>(kScopes.size())) lb.routing_preferences.push_back(*kScopes[raw]);
   }
-  switch (in.mode()) {
-    case pw::LoadBalancing::STRICT:
-      lb.mode = state::LoadBalancingMode::kStrict;
-      break;
-    case pw::LoadBalancing::FAILOVER:
-      lb.mode = state::LoadBalancingMode::kFailover;
-      break;
-    case pw::LoadBalancing::PASSTHROUGH:
-      lb.mode = state::LoadBalancingMode::kPassthrough;
-      break;
-    default:
-      lb.mode = state::LoadBalancingMode::kStandard;
-      break;
-  }
+  int mode = in.mode();
+  lb.mode = mode >= 0 && mode < static_cast<int>(kModes.size()) ? kModes[mode] : M::kStandard;
   lb.health_policy = in.health_policy() == pw::LoadBalancing::ALLOW_ALL ? state::HealthPolicy::kAllowAll
                                                                          : state::HealthPolicy::kOnlyHealthy;
   return lb;

@@ -22,11 +22,10 @@ struct FakeCaServer::Impl {
     Impl* impl;
   };
 
+  explicit Impl(std::shared_ptr<TestCa> c, std::string server_name)
+      : ca(std::move(c)), server(ca, std::move(server_name), [this] { return std::make_unique<Service>(this); }) {}
+
   std::shared_ptr<TestCa> ca;
-  std::string server_name;
-  int port = 0;
-  std::unique_ptr<Service> service;
-  std::unique_ptr<grpc::Server> server;
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -38,7 +37,7 @@ struct FakeCaServer::Impl {
                       pb::IstioCertificateResponse& response) {
     RecordedCsr rec;
     rec.validity_seconds = request.validity_duration();
-    for (const auto& [k, v] : context.client_metadata()) rec.metadata.emplace(std::string(k.data(), k.size()), std::string(v.data(), v.size()));
+    rec.metadata = client_metadata(context);
     if (auto it = request.metadata().fields().find("ImpersonatedIdentity"); it != request.metadata().fields().end()) {
       rec.impersonated = it->second.string_value();
     }
@@ -63,28 +62,20 @@ struct FakeCaServer::Impl {
     return finish(grpc::Status::OK);
   }
 
-  base::Result<void> listen(int wanted) {
-    port = wanted;
-    service = std::make_unique<Service>(this);
-    auto started = listen_loopback(ca, server_name, port, service.get());
-    if (!started) return std::unexpected(started.error());
-    server = std::move(*started);
-    return {};
-  }
+  // Last: stopped (handlers joined) before the state above is destroyed.
+  LoopbackServer server;
 };
 
 FakeCaServer::FakeCaServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-FakeCaServer::~FakeCaServer() { stop(); }
+FakeCaServer::~FakeCaServer() = default;
 
 base::Result<std::unique_ptr<FakeCaServer>> FakeCaServer::start(std::shared_ptr<TestCa> ca, std::string server_name) {
-  auto impl = std::make_unique<Impl>();
-  impl->ca = std::move(ca);
-  impl->server_name = std::move(server_name);
-  if (auto ok = impl->listen(0); !ok) return std::unexpected(ok.error());
+  auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
+  if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeCaServer>(new FakeCaServer(std::move(impl)));
 }
 
-std::string FakeCaServer::address() const { return "https://127.0.0.1:" + std::to_string(impl_->port); }
+std::string FakeCaServer::address() const { return impl_->server.address(); }
 
 void FakeCaServer::set_lifetime(std::optional<std::chrono::seconds> lifetime) {
   std::lock_guard lock(impl_->mu);
@@ -110,16 +101,8 @@ base::Result<void> FakeCaServer::wait_calls(std::size_t n, std::chrono::steady_c
   return {};
 }
 
-void FakeCaServer::stop() {
-  if (!impl_->server) return;
-  impl_->server->Shutdown(std::chrono::system_clock::now());
-  impl_->server->Wait();
-  impl_->server.reset();
-}
+void FakeCaServer::stop() { impl_->server.stop(); }
 
-base::Result<void> FakeCaServer::restart() {
-  stop();
-  return impl_->listen(impl_->port);
-}
+base::Result<void> FakeCaServer::restart() { return impl_->server.start(); }
 
 }  // namespace meshnode::fakes

@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "tls/csr.hpp"
+
 namespace meshnode::fakes {
 namespace {
 
@@ -170,6 +172,17 @@ Result<IssuedCertificate> TestCa::sign_csr(std::string_view csr_pem, std::chrono
   if (impl_->intermediate.cert) out.cert_chain.push_back(to_pem(impl_->intermediate.cert.get()));
   out.cert_chain.push_back(root_bundle_pem());
   return out;
+}
+
+Result<std::pair<IssuedCertificate, EvpPkeyPtr>> TestCa::issue(const base::SpiffeId& id,
+                                                               std::chrono::seconds lifetime) const {
+  auto key = generate_p256_key();
+  if (!key) return std::unexpected(key.error());
+  auto csr = make_csr_pem(id, key->get());
+  if (!csr) return std::unexpected(csr.error());
+  auto issued = sign_csr(*csr, lifetime);
+  if (!issued) return std::unexpected(issued.error());
+  return std::pair{std::move(*issued), std::move(*key)};
 }
 
 Result<std::string> TestCa::crl_pem(const std::vector<std::string>& serials_hex) const {

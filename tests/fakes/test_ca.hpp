@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/spiffe.hpp"
 #include "tls/ossl.hpp"
 
 namespace meshnode::fakes {
@@ -43,6 +44,11 @@ class TestCa {
   /// Verifies `csr_pem` (self-signature, exactly one URI SAN) and signs it for `lifetime` from now
   /// (notBefore = now, second precision). Errc::kCertificate naming what is wrong with the CSR.
   [[nodiscard]] base::Result<IssuedCertificate> sign_csr(std::string_view csr_pem, std::chrono::seconds lifetime) const;
+
+  /// What a workload gets from istiod: a fresh P-256 key, a CSR for `id` (tls::make_csr_pem, as
+  /// meshnode sends it) and the signed chain.
+  [[nodiscard]] base::Result<std::pair<IssuedCertificate, tls::EvpPkeyPtr>> issue(const base::SpiffeId& id,
+                                                                                 std::chrono::seconds lifetime) const;
 
   /// A CRL (PEM) signed by the issuer of the leaves, revoking `serials_hex`.
   [[nodiscard]] base::Result<std::string> crl_pem(const std::vector<std::string>& serials_hex) const;

@@ -42,11 +42,8 @@ struct FakeXdsServer::Impl {
     Impl* impl;
   };
 
-  std::shared_ptr<TestCa> ca;
-  std::string server_name;
-  int port = 0;
-  std::unique_ptr<Service> service;
-  std::unique_ptr<grpc::Server> server;
+  Impl(std::shared_ptr<TestCa> ca, std::string server_name)
+      : server(std::move(ca), std::move(server_name), [this] { return std::make_unique<Service>(this); }) {}
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -56,8 +53,9 @@ struct FakeXdsServer::Impl {
   std::set<std::shared_ptr<StreamState>> open;
   int stream_count = 0;
   int nonce_count = 0;
+  // Last: stopped (handlers joined) before the state above is destroyed.
+  LoopbackServer server;
 
-  Result<void> listen(int wanted_port);
   grpc::Status serve(grpc::ServerContext* context, grpc::ServerReaderWriter<Response, Request>* rw);
   void on_request(const std::shared_ptr<StreamState>& s, const Request& r);
   const discovery::Resource* find(const std::string& type, const std::string& key) const;
@@ -65,15 +63,6 @@ struct FakeXdsServer::Impl {
   std::vector<std::string> broadcast(const std::string& type, const std::vector<discovery::Resource>& changed,
                                      const std::vector<std::string>& removed);
 };
-
-Result<void> FakeXdsServer::Impl::listen(int wanted_port) {
-  port = wanted_port;
-  service = std::make_unique<Service>(this);
-  auto started = listen_loopback(ca, server_name, port, service.get());
-  if (!started) return std::unexpected(started.error());
-  server = std::move(*started);
-  return {};
-}
 
 const discovery::Resource* FakeXdsServer::Impl::find(const std::string& type, const std::string& key) const {
   auto t = resources.find(type);
@@ -148,8 +137,7 @@ grpc::Status FakeXdsServer::Impl::serve(grpc::ServerContext* context,
   {
     std::lock_guard lock(mu);
     s->number = ++stream_count;
-    metadata.clear();
-    for (const auto& [k, v] : context->client_metadata()) metadata.emplace(std::string(k.data(), k.size()), std::string(v.data(), v.size()));
+    metadata = client_metadata(*context);
     open.insert(s);
     cv.notify_all();
   }
@@ -189,19 +177,15 @@ std::vector<std::string> FakeXdsServer::Impl::broadcast(const std::string& type,
 }
 
 FakeXdsServer::FakeXdsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-FakeXdsServer::~FakeXdsServer() { stop(); }
+FakeXdsServer::~FakeXdsServer() = default;
 
 Result<std::unique_ptr<FakeXdsServer>> FakeXdsServer::start(std::shared_ptr<TestCa> ca, std::string server_name) {
-  auto impl = std::make_unique<Impl>();
-  impl->ca = std::move(ca);
-  impl->server_name = std::move(server_name);
-  if (auto ok = impl->listen(0); !ok) return std::unexpected(ok.error());
+  auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
+  if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeXdsServer>(new FakeXdsServer(std::move(impl)));
 }
 
-std::string FakeXdsServer::address() const {
-  return std::string(impl_->ca ? "https://" : "http://") + "127.0.0.1:" + std::to_string(impl_->port);
-}
+std::string FakeXdsServer::address() const { return impl_->server.address(); }
 
 std::vector<std::string> FakeXdsServer::put(const std::string& type_url, discovery::Resource resource) {
   return push(type_url, {std::move(resource)});
@@ -263,16 +247,8 @@ Result<void> FakeXdsServer::wait_streams(int n, std::chrono::steady_clock::time_
   return {};
 }
 
-void FakeXdsServer::stop() {
-  if (!impl_->server) return;
-  impl_->server->Shutdown(std::chrono::system_clock::now());
-  impl_->server->Wait();
-  impl_->server.reset();
-}
+void FakeXdsServer::stop() { impl_->server.stop(); }
 
-Result<void> FakeXdsServer::restart() {
-  stop();
-  return impl_->listen(impl_->port);
-}
+Result<void> FakeXdsServer::restart() { return impl_->server.start(); }
 
 }  // namespace meshnode::fakes

@@ -86,25 +86,24 @@ TEST(Csr, CarriesOnlyTheSpiffeUriSanWithAnEmptySubject) {
 TEST(Chain, LeafIntermediatesAndAMultiRootBundle) {
   auto ca = fakes::TestCa::create({.intermediate = true, .second_root = true});
   ASSERT_TRUE(ca);
-  auto key = tls::generate_p256_key();
-  auto csr = tls::make_csr_pem(id("web"), key->get());
-  auto issued = (*ca)->sign_csr(*csr, 1h);
-  ASSERT_TRUE(issued) << issued.error().message();
-  ASSERT_EQ(issued->cert_chain.size(), 3u);
-  auto ck = certified_key_from_chain(issued->cert_chain, std::move(*key), id("web"));
+  auto pair = (*ca)->issue(id("web"), 1h);
+  ASSERT_TRUE(pair) << pair.error().message();
+  auto& [issued, key] = *pair;
+  ASSERT_EQ(issued.cert_chain.size(), 3u);
+  auto ck = certified_key_from_chain(issued.cert_chain, std::move(key), id("web"));
   ASSERT_TRUE(ck) << ck.error().message();
   EXPECT_EQ(ck->chain.size(), 1u);
   EXPECT_EQ(ck->roots.size(), 2u) << "the last element may hold several roots";
-  EXPECT_EQ(ck->serial_hex, issued->serial_hex);
+  EXPECT_EQ(ck->serial_hex, issued.serial_hex);
 }
 
 TEST(Chain, RefusesWhatCannotBeTrusted) {
   auto ca = fakes::TestCa::create({});
   auto other = fakes::TestCa::create({});
-  auto key = tls::generate_p256_key();
-  auto csr = tls::make_csr_pem(id("web"), key->get());
-  auto issued = (*ca)->sign_csr(*csr, 1h);
-  ASSERT_TRUE(issued);
+  auto pair = (*ca)->issue(id("web"), 1h);
+  ASSERT_TRUE(pair);
+  auto* issued = &pair->first;
+  auto* key = &pair->second;
   auto leaf_only = std::vector<std::string>{issued->cert_chain.front()};
   auto wrong_root = std::vector<std::string>{issued->cert_chain.front(), (*other)->root_pem()};
   auto other_key = tls::generate_p256_key();
@@ -241,11 +240,12 @@ TEST_F(IstioCaTest, CaDownKeepsServingUntilExpiryThenFailsClosedThenRecovers) {
   ASSERT_TRUE(r);
   EXPECT_FALSE(*r) << "a connection waiting for an expired identity fails closed";
 
-  // Back within one backoff step (400 ms ± 20 %) plus the channel's own reconnect (≤ 1 s).
+  // Back within one backoff step (400 ms + 20 %) plus the channel's own reconnect (<= 1 s) and
+  // scheduling slack on a loaded CI machine (1 s).
   ASSERT_TRUE(server_->restart());
   auto back = Steady::now();
   ASSERT_TRUE(eventually([&] { return m->get(id("web")).has_value(); }, 3s));
-  EXPECT_LT(Steady::now() - back, 480ms + 1s + 300ms);
+  EXPECT_LT(Steady::now() - back, 480ms + 1s + 1s);
   EXPECT_NE((*m->get(id("web")))->serial_hex, serial);
 }
 

@@ -9,7 +9,6 @@
 #include "fakes/test_ca.hpp"
 #include "tls/context.hpp"
 #include "tls/crl.hpp"
-#include "tls/csr.hpp"
 #include "tls/verify.hpp"
 #include "tls_test_util.hpp"
 
@@ -26,13 +25,11 @@ struct Issued {
 };
 
 Issued issue(const fakes::TestCa& ca, const base::SpiffeId& id) {
-  auto key = generate_p256_key();
-  auto csr = make_csr_pem(id, key->get());
-  auto signed_ = ca.sign_csr(*csr, std::chrono::hours(1));
-  EXPECT_TRUE(signed_) << signed_.error().message();
-  auto ck = ca::certified_key_from_chain(signed_->cert_chain, std::move(*key), id);
+  auto issued = ca.issue(id, std::chrono::hours(1));
+  EXPECT_TRUE(issued) << issued.error().message();
+  auto ck = ca::certified_key_from_chain(issued->first.cert_chain, std::move(issued->second), id);
   EXPECT_TRUE(ck) << ck.error().message();
-  return {std::move(*ck), signed_->serial_hex};
+  return {std::move(*ck), issued->first.serial_hex};
 }
 
 class Crl : public ::testing::Test {

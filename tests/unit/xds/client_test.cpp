@@ -297,12 +297,7 @@ TEST_F(XdsClientTest, OnDemandSubscribesOnAMissAndWaitsUnderADeadline) {
 
 TEST_F(XdsClientTest, LocalConfigAndXdsCombine) {
   config::LocalConfig local;
-  state::Workload w;
-  w.uid = "local//v1/Pod/default/static";
-  w.name = "static";
-  w.ns = "default";
-  w.addresses = {*base::IpAddr::parse("10.9.0.1")};
-  local.workloads.push_back(w);
+  local.workloads.push_back(local_workload("static", "10.9.0.1"));
   server_->put(std::string(kAddressType), resource(pod("default", "dynamic", "10.9.0.2")));
   start(false, std::move(local));
   EXPECT_EQ(client_->initial_snapshot()->workloads().size(), 1u);

@@ -10,6 +10,7 @@
 #include "authorization.pb.h"
 #include "discovery.pb.h"
 #include "workload.pb.h"
+#include "state/workload.hpp"
 #include "xds/convert.hpp"
 
 namespace meshnode::xds::test {
@@ -59,6 +60,16 @@ inline istio::security::Authorization deny_port(std::string_view ns, std::string
   a.set_action(istio::security::DENY);
   a.add_rules()->add_clauses()->add_matches()->add_destination_ports(port);
   return a;
+}
+
+/// A workload as the local config defines it (uid "local//v1/Pod/default/<name>").
+inline state::Workload local_workload(std::string_view name, std::string_view ip) {
+  state::Workload w;
+  w.uid = "local//v1/Pod/default/" + std::string(name);
+  w.name = std::string(name);
+  w.ns = "default";
+  w.addresses = {*base::IpAddr::parse(ip)};
+  return w;
 }
 
 /// Adds `w` to `resp` as resource `name` (default: its uid) at `version`.

@@ -103,6 +103,31 @@ TEST(ResourceStore, ToleratesUnknownFieldsAndDescriptiveUnknownEnums) {
             state::IpFamilies::kAutomatic);
 }
 
+TEST(ResourceStore, ConvertsLoadBalancingAndSkipsUnknownScopes) {
+  auto store = empty_store();
+  auto s = service("default", "lb", "10.96.0.2");
+  auto* lb = s.mutable_load_balancing();
+  lb->add_routing_preference(istio::workload::LoadBalancing::ZONE);
+  lb->GetReflection()->MutableUnknownFields(lb)->AddVarint(1, 99);  // a scope from a newer istiod
+  lb->add_routing_preference(istio::workload::LoadBalancing::NETWORK);
+  lb->set_mode(istio::workload::LoadBalancing::FAILOVER);
+  lb->set_health_policy(istio::workload::LoadBalancing::ALLOW_ALL);
+  auto other = service("default", "lb2", "10.96.0.3");
+  other.mutable_load_balancing()->GetReflection()->MutableUnknownFields(other.mutable_load_balancing())->AddVarint(2, 9);
+  auto resp = response(kAddressType);
+  add(resp, s);
+  add(resp, other);
+  ASSERT_TRUE(store.apply(resp).rejected.empty());
+  auto snapshot = *store.build();
+  const auto& got = snapshot->service_by_key("default/lb.default.svc.cluster.local")->load_balancing;
+  // Unpacked repeated enums keep their wire order; the unknown 99 is dropped wherever it sits.
+  EXPECT_EQ(got.routing_preferences.size(), 2u);
+  EXPECT_EQ(got.mode, state::LoadBalancingMode::kFailover);
+  EXPECT_EQ(got.health_policy, state::HealthPolicy::kAllowAll);
+  EXPECT_EQ(snapshot->service_by_key("default/lb2.default.svc.cluster.local")->load_balancing.mode,
+            state::LoadBalancingMode::kStandard);
+}
+
 TEST(ResourceStore, RejectsUnknownSecurityEnums) {
   auto store = empty_store();
   auto policy = deny_port("default", "future-action", 80);
@@ -159,12 +184,7 @@ TEST(ResourceStore, NewestClaimOnAnAddressWins) {
 
 TEST(ResourceStore, LocalConfigWinsOverXds) {
   config::LocalConfig local;
-  state::Workload w;
-  w.uid = "local//v1/Pod/default/static";
-  w.name = "static";
-  w.ns = "default";
-  w.addresses = {*base::IpAddr::parse("10.1.0.1")};
-  local.workloads.push_back(w);
+  local.workloads.push_back(local_workload("static", "10.1.0.1"));
   auto store = *ResourceStore::create(std::move(local));
   auto resp = response(kAddressType);
   add(resp, pod("default", "clash", "10.1.0.1"));

@@ -473,6 +473,7 @@ void XdsClient::stop() {
     impl->waiters.clear();
   });
   impl->loop.stop();
+  impl->stream.reset();  // its call was cancelled; free it while the rest of the client is intact
 }
 
 void XdsClient::fetch_on_demand(std::string key, std::chrono::steady_clock::time_point deadline,

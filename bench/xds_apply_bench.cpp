@@ -6,6 +6,7 @@
 //
 // Usage: xds_apply_bench [workloads services]...  (default: 10000 1000 100000 10000)
 
+#include <google/protobuf/arena.h>
 #include <malloc.h>
 #include <time.h>
 
@@ -15,8 +16,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/arena.h>
 
 #include "discovery.pb.h"
 #include "workload.pb.h"
@@ -69,7 +68,8 @@ istio::workload::Address workload(int i, int services) {
   w->set_canonical_revision("v1");
   w->set_workload_name("deploy-" + std::to_string(i / 10));
   w->set_cluster_id("Kubernetes");
-  auto& ports = (*w->mutable_services())[ns + "/svc-" + std::to_string(i % services) + "." + ns + ".svc.cluster.local"];
+  auto& ports =
+      (*w->mutable_services())[ns + "/svc-" + std::to_string(i % services) + "." + ns + ".svc.cluster.local"];
   auto* p = ports.add_ports();
   p->set_service_port(80);
   p->set_target_port(8080);
@@ -152,7 +152,8 @@ int run(int workloads, int services) {
   double per_workload = (after - before) * 1024.0 / workloads;
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::printf(
-      "workloads=%d services=%d response_bytes=%zu apply_s=%.3f apply_cpu_s=%.3f cpu_s_per_100k=%.3f rss_growth_kib=%ld "
+      "workloads=%d services=%d response_bytes=%zu apply_s=%.3f apply_cpu_s=%.3f cpu_s_per_100k=%.3f "
+      "rss_growth_kib=%ld "
       "bytes_per_workload=%.0f peak_growth_kib=%ld snapshot_workloads=%zu (decode_ms=%.0f convert_ms=%.0f "
       "snapshot_ms=%.0f)\n",
       workloads, services, wire.size(), secs, cpu, cpu * 100000.0 / workloads, after - before, per_workload,

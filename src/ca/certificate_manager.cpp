@@ -74,10 +74,12 @@ Result<CertificateManager::Tls> CertificateManager::usable(const base::SpiffeId&
   if (e.cert && now < e.cert->not_after) return e.cert;
   const std::string who = id.to_string();
   if (e.cert) {
-    return fail(Errc::kCertificate, "certificate for " + who + " expired at " + tls::to_rfc3339(e.cert->not_after) +
+    return fail(Errc::kCertificate, "certificate for " + who + " expired at " +
+                                        tls::to_rfc3339(e.cert->not_after) +
                                         (e.last_error.empty() ? "" : "; renewal failing: " + e.last_error));
   }
-  if (!e.last_error.empty()) return fail(Errc::kCertificate, "no certificate for " + who + ": " + e.last_error);
+  if (!e.last_error.empty())
+    return fail(Errc::kCertificate, "no certificate for " + who + ": " + e.last_error);
   return fail(Errc::kCertificate, "no certificate yet for " + who);
 }
 
@@ -140,7 +142,8 @@ void CertificateManager::update_workloads(const state::StateSnapshot& snapshot) 
   if (options_.node_name.empty()) return;
   std::set<base::SpiffeId> now;
   for (const auto& [uid, w] : snapshot.workloads()) {
-    if (w->node == options_.node_name && w->protocol == state::TunnelProtocol::kHbone) now.insert(w->identity());
+    if (w->node == options_.node_name && w->protocol == state::TunnelProtocol::kHbone)
+      now.insert(w->identity());
   }
   std::vector<base::SpiffeId> gone;
   {
@@ -181,8 +184,9 @@ void CertificateManager::completed(const base::SpiffeId& id, std::uint64_t gener
       auto delay = retry_delay(e.failures);
       e.due = now + delay;
       answer = usable(id, e, now);
-      spdlog::warn("certificate request failed: identity={} failures={} retry_in_ms={} serving={} error=\"{}\"",
-                   id.to_string(), e.failures, delay.count(), answer.has_value(), e.last_error);
+      spdlog::warn(
+          "certificate request failed: identity={} failures={} retry_in_ms={} serving={} error=\"{}\"",
+          id.to_string(), e.failures, delay.count(), answer.has_value(), e.last_error);
     }
     waiters = std::move(e.waiters);
   }
@@ -199,7 +203,8 @@ void CertificateManager::run() {
     const base::SpiffeId* best_id = nullptr;
     for (auto& [id, e] : entries_) {
       if (e.in_flight) continue;
-      if (!e.pending && e.due != TimePoint{} && e.due <= now) want(e, e.cert ? Priority::kBackground : Priority::kWarmup);
+      if (!e.pending && e.due != TimePoint{} && e.due <= now)
+        want(e, e.cert ? Priority::kBackground : Priority::kWarmup);
       if (!e.pending && e.due != TimePoint{}) wake = std::min(wake, e.due);
       bool better = best == nullptr || e.priority < best->priority ||
                     (e.priority == best->priority && e.order < best->order);
@@ -215,7 +220,9 @@ void CertificateManager::run() {
       base::SpiffeId id = *best_id;
       std::uint64_t generation = best->generation;
       lock.unlock();
-      source_->request(id, [this, id, generation](Result<tls::CertifiedKey> r) { completed(id, generation, std::move(r)); });
+      source_->request(id, [this, id, generation](Result<tls::CertifiedKey> r) {
+        completed(id, generation, std::move(r));
+      });
       lock.lock();
       continue;
     }

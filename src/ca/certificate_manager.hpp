@@ -35,14 +35,14 @@ struct ManagerOptions {
 
 /// One row of /config_dump's certificates section.
 struct CertificateStatus {
-  std::string identity;     ///< "spiffe://td/ns/ns/sa/sa"
+  std::string identity;  ///< "spiffe://td/ns/ns/sa/sa"
   /// "Initializing" (no certificate yet, first request pending), "Available", or
   /// "Unavailable: <reason>" (no usable certificate: the last error, or "expired at <t>").
   std::string state;
-  std::string serial_hex;   ///< of the current leaf ("" if none)
-  std::string not_before;   ///< RFC 3339 UTC ("" if none)
-  std::string not_after;    ///< RFC 3339 UTC ("" if none)
-  std::string refresh_at;   ///< when the next request is due (RFC 3339 UTC)
+  std::string serial_hex;        ///< of the current leaf ("" if none)
+  std::string not_before;        ///< RFC 3339 UTC ("" if none)
+  std::string not_after;         ///< RFC 3339 UTC ("" if none)
+  std::string refresh_at;        ///< when the next request is due (RFC 3339 UTC)
   std::size_t chain_length = 0;  ///< certificates presented: leaf + intermediates
   std::size_t roots = 0;         ///< trust anchors from the root bundle
   std::uint32_t failures = 0;    ///< consecutive failed requests
@@ -123,13 +123,13 @@ class CertificateManager {
   Clock clock_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<base::SpiffeId, Entry> entries_;   // guarded by mu_
-  std::set<base::SpiffeId> node_identities_;  // guarded by mu_
-  std::size_t in_flight_ = 0;                 // guarded by mu_
-  std::uint64_t next_order_ = 1;              // guarded by mu_
-  std::uint64_t next_generation_ = 1;         // guarded by mu_
+  std::map<base::SpiffeId, Entry> entries_;      // guarded by mu_
+  std::set<base::SpiffeId> node_identities_;     // guarded by mu_
+  std::size_t in_flight_ = 0;                    // guarded by mu_
+  std::uint64_t next_order_ = 1;                 // guarded by mu_
+  std::uint64_t next_generation_ = 1;            // guarded by mu_
   std::mt19937_64 rng_{std::random_device{}()};  // guarded by mu_
-  bool stopping_ = false;                     // guarded by mu_
+  bool stopping_ = false;                        // guarded by mu_
   std::thread thread_;
 };
 

@@ -28,7 +28,8 @@ class CertificateSource {
 /// about a millisecond): request() issues inline on the caller's thread.
 class ProviderSource final : public CertificateSource {
  public:
-  explicit ProviderSource(std::unique_ptr<tls::CertificateProvider> provider) : provider_(std::move(provider)) {}
+  explicit ProviderSource(std::unique_ptr<tls::CertificateProvider> provider)
+      : provider_(std::move(provider)) {}
   void request(const base::SpiffeId& id, Done done) override { done(provider_->issue(id)); }
 
  private:

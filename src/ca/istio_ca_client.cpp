@@ -99,9 +99,9 @@ struct IstioCaClient::Impl {
 
   IstioCaOptions options;
   std::unique_ptr<pb::IstioCertificateService::Stub> stub;
-  bool stopping = false;                        // loop thread
-  std::set<std::shared_ptr<Call>> in_flight;     // loop thread
-  rpc::CompletionLoop loop{"istio-ca"};          // last: stops before the rest is destroyed
+  bool stopping = false;                      // loop thread
+  std::set<std::shared_ptr<Call>> in_flight;  // loop thread
+  rpc::CompletionLoop loop{"istio-ca"};       // last: stops before the rest is destroyed
 
   void start(const std::shared_ptr<Call>& call, pb::IstioCertificateRequest request);
   void finished(const std::shared_ptr<Call>& call);
@@ -111,7 +111,8 @@ void IstioCaClient::Impl::start(const std::shared_ptr<Call>& call, pb::IstioCert
   if (stopping) return call->done(fail(Errc::kCertificate, "Istio CA client stopped"));
   call->context.set_deadline(std::chrono::system_clock::now() + options.call_timeout);
   if (auto md = rpc::add_metadata(call->context, options.endpoint); !md) {
-    return call->done(fail(Errc::kCertificate, "CA request for " + call->id.to_string() + ": " + md.error().context));
+    return call->done(
+        fail(Errc::kCertificate, "CA request for " + call->id.to_string() + ": " + md.error().context));
   }
   in_flight.insert(call);
   call->reader = stub->PrepareAsyncCreateCertificate(&call->context, request, loop.cq());
@@ -123,9 +124,10 @@ void IstioCaClient::Impl::finished(const std::shared_ptr<Call>& call) {
   in_flight.erase(call);
   const std::string who = call->id.to_string();
   if (!call->status.ok()) {
-    return call->done(fail(Errc::kCertificate, "CA CreateCertificate for " + who + " failed: " +
-                                                   std::to_string(static_cast<int>(call->status.error_code())) + " " +
-                                                   call->status.error_message()));
+    return call->done(fail(Errc::kCertificate,
+                           "CA CreateCertificate for " + who +
+                               " failed: " + std::to_string(static_cast<int>(call->status.error_code())) +
+                               " " + call->status.error_message()));
   }
   std::vector<std::string> chain(call->response.cert_chain().begin(), call->response.cert_chain().end());
   call->done(certified_key_from_chain(chain, std::move(call->key), call->id));
@@ -167,7 +169,8 @@ void IstioCaClient::request(const base::SpiffeId& id, Done done) {
   call->id = id;
   call->done = std::move(done);
   Impl* impl = impl_.get();
-  impl->loop.post([impl, call, request = std::move(request)]() mutable { impl->start(call, std::move(request)); });
+  impl->loop.post(
+      [impl, call, request = std::move(request)]() mutable { impl->start(call, std::move(request)); });
 }
 
 }  // namespace meshnode::ca

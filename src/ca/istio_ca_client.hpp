@@ -32,7 +32,8 @@ struct IstioCaOptions {
 ///          not parse, the leaf does not match `key`, the leaf's SPIFFE id is not `requested`, or
 ///          the leaf does not verify through the intermediates to one of the roots. Pure.
 [[nodiscard]] Result<tls::CertifiedKey> certified_key_from_chain(const std::vector<std::string>& chain,
-                                                                 tls::EvpPkeyPtr key, const base::SpiffeId& requested);
+                                                                 tls::EvpPkeyPtr key,
+                                                                 const base::SpiffeId& requested);
 
 /// Istio CA client: `IstioCertificateService/CreateCertificate` over gRPC (TLS to CA_ADDRESS) with a
 /// fresh P-256 key and CSR per request, the call metadata of the endpoint (token re-read per call),

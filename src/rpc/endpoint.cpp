@@ -103,7 +103,8 @@ Result<std::optional<Endpoint>> endpoint_from_env(const Env& env, std::string_vi
   if (cluster.empty()) cluster = get(env, "CLUSTER_ID");
   if (!cluster.empty()) e.cluster_id = cluster;
   std::string header_prefix = p + "_HEADER_";
-  for (auto it = env.lower_bound(header_prefix); it != env.end() && it->first.starts_with(header_prefix); ++it) {
+  for (auto it = env.lower_bound(header_prefix); it != env.end() && it->first.starts_with(header_prefix);
+       ++it) {
     std::string name = lower(it->first.substr(header_prefix.size()));
     if (!name.empty()) e.headers.emplace_back(std::move(name), it->second);
   }
@@ -140,7 +141,8 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   double value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   std::string_view unit(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr));
-  if (ec != std::errc() || value < 0) return fail(Errc::kConfig, "invalid duration '" + std::string(text) + "'");
+  if (ec != std::errc() || value < 0)
+    return fail(Errc::kConfig, "invalid duration '" + std::string(text) + "'");
   double ms = 0;
   if (unit.empty() || unit == "s") {
     ms = value * 1000;

@@ -66,7 +66,8 @@ struct Endpoint {
 
 /// Every call's metadata: authorization (when a token exists), clusterid, then the extra headers.
 /// Errors as bearer_token.
-[[nodiscard]] Result<std::vector<std::pair<std::string, std::string>>> call_metadata(const Endpoint& endpoint);
+[[nodiscard]] Result<std::vector<std::pair<std::string, std::string>>> call_metadata(
+    const Endpoint& endpoint);
 
 /// "24h", "90m", "30s", "500ms" or a bare number of seconds → milliseconds.
 /// Errc::kConfig naming the text otherwise.

@@ -12,7 +12,8 @@ namespace {
 
 std::chrono::system_clock::time_point to_system(std::chrono::steady_clock::time_point when) {
   auto delta = when - std::chrono::steady_clock::now();
-  return std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(delta);
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(delta);
 }
 
 }  // namespace

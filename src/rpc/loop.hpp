@@ -73,10 +73,10 @@ class CompletionLoop {
 
   ::grpc::CompletionQueue cq_;
   std::mutex mu_;
-  bool stopping_ = false;                                // guarded by mu_
-  std::unordered_map<Op*, std::unique_ptr<Op>> ops_;     // guarded by mu_: every in-flight tag
-  std::unordered_map<TimerId, Op*> timers_;              // guarded by mu_
-  TimerId next_timer_ = 1;                               // guarded by mu_
+  bool stopping_ = false;                             // guarded by mu_
+  std::unordered_map<Op*, std::unique_ptr<Op>> ops_;  // guarded by mu_: every in-flight tag
+  std::unordered_map<TimerId, Op*> timers_;           // guarded by mu_
+  TimerId next_timer_ = 1;                            // guarded by mu_
   std::atomic<std::thread::id> thread_id_{};
   std::string name_;
   std::thread thread_;

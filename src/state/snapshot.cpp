@@ -21,7 +21,8 @@ Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(
     std::vector<std::shared_ptr<const Workload>> workloads, std::vector<Service> services,
     std::vector<Authorization> policies) {
   auto snapshot = std::make_shared<StateSnapshot>(Token{});
-  if (auto r = snapshot->index_workloads(std::move(workloads)); !r) return std::unexpected(std::move(r.error()));
+  if (auto r = snapshot->index_workloads(std::move(workloads)); !r)
+    return std::unexpected(std::move(r.error()));
   for (auto& s : services) {
     if (auto r = snapshot->add_service(std::move(s)); !r) return std::unexpected(std::move(r.error()));
   }
@@ -45,14 +46,16 @@ Result<void> StateSnapshot::index_workloads(std::vector<std::shared_ptr<const Wo
   std::size_t address_count = 0;
   for (auto& w : workloads) {
     if (!w) return fail(Errc::kInvalidArgument, "null workload");
-    if (w->uid.empty()) return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
+    if (w->uid.empty())
+      return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
     address_count += w->addresses.size();
     std::string_view uid = w->uid;
     workloads_.emplace_back(uid, std::move(w));
   }
   // Inputs often arrive sorted already (a previous snapshot, a local file in uid order): check first.
   auto by_uid = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(workloads_.begin(), workloads_.end(), by_uid)) std::sort(workloads_.begin(), workloads_.end(), by_uid);
+  if (!std::is_sorted(workloads_.begin(), workloads_.end(), by_uid))
+    std::sort(workloads_.begin(), workloads_.end(), by_uid);
   for (std::size_t i = 1; i < workloads_.size(); ++i) {
     if (workloads_[i].first == workloads_[i - 1].first) {
       return fail(Errc::kConfig, "duplicate workload uid '" + std::string(workloads_[i].first) + "'");
@@ -65,9 +68,10 @@ Result<void> StateSnapshot::index_workloads(std::vector<std::shared_ptr<const Wo
   }
   auto key = [](const WorkloadAddress& a) { return std::tie(a.ip, a.network); };
   // Index order breaks ties, so of two workloads claiming one address the lower uid is named first.
-  std::sort(workloads_by_address_.begin(), workloads_by_address_.end(), [&](const WorkloadAddress& a, const WorkloadAddress& b) {
-    return std::tie(a.ip, a.network, a.index) < std::tie(b.ip, b.network, b.index);
-  });
+  std::sort(workloads_by_address_.begin(), workloads_by_address_.end(),
+            [&](const WorkloadAddress& a, const WorkloadAddress& b) {
+              return std::tie(a.ip, a.network, a.index) < std::tie(b.ip, b.network, b.index);
+            });
   for (std::size_t i = 1; i < workloads_by_address_.size(); ++i) {
     const auto& a = workloads_by_address_[i - 1];
     const auto& b = workloads_by_address_[i];
@@ -121,8 +125,9 @@ std::shared_ptr<const Workload> StateSnapshot::workload_by_uid(std::string_view 
 
 std::shared_ptr<const Workload> StateSnapshot::workload_by_address(std::string_view network,
                                                                    const base::IpAddr& ip) const {
-  auto it = std::lower_bound(workloads_by_address_.begin(), workloads_by_address_.end(), std::tie(ip, network),
-                             [](const WorkloadAddress& a, const auto& key) { return std::tie(a.ip, a.network) < key; });
+  auto it = std::lower_bound(
+      workloads_by_address_.begin(), workloads_by_address_.end(), std::tie(ip, network),
+      [](const WorkloadAddress& a, const auto& key) { return std::tie(a.ip, a.network) < key; });
   if (it == workloads_by_address_.end() || it->ip != ip || it->network != network) return nullptr;
   return workloads_[it->index].second;
 }

@@ -87,7 +87,9 @@ class StateSnapshot {
   /// All policies keyed and sorted by "ns/name".
   [[nodiscard]] const PolicyMap& policies() const noexcept { return policies_; }
   /// Policies with Global scope, ordered by key (pointers into `policies()`).
-  [[nodiscard]] std::span<const Authorization* const> global_policies() const noexcept { return global_policies_; }
+  [[nodiscard]] std::span<const Authorization* const> global_policies() const noexcept {
+    return global_policies_;
+  }
 
  private:
   using AddressKey = std::pair<std::string, base::IpAddr>;

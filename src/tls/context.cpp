@@ -62,13 +62,16 @@ bool verify_chain(X509_STORE_CTX* store_ctx, SSL* ssl) {
   if (revoked.empty()) return true;
   X509_STORE_CTX_set_error(store_ctx, X509_V_ERR_CERT_REVOKED);
   if (ssl != nullptr) {
-    set_verify_failure_reason(ssl, std::string(X509_verify_cert_error_string(X509_V_ERR_CERT_REVOKED)) + ": " + revoked);
+    set_verify_failure_reason(
+        ssl, std::string(X509_verify_cert_error_string(X509_V_ERR_CERT_REVOKED)) + ": " + revoked);
   }
   return false;
 }
 
 // Client side of HBONE: the server's identity is checked after the handshake (verify_server_identity).
-int verify_server(X509_STORE_CTX* store_ctx, void* /*arg*/) { return verify_chain(store_ctx, ssl_of(store_ctx)) ? 1 : 0; }
+int verify_server(X509_STORE_CTX* store_ctx, void* /*arg*/) {
+  return verify_chain(store_ctx, ssl_of(store_ctx)) ? 1 : 0;
+}
 
 // Chain verification first, then the HBONE server rule: the client's first URI SAN must be a SPIFFE
 // id of our trust domain (research §2.1). Authorization by identity happens later, in policy.

@@ -30,7 +30,8 @@ Result<std::shared_ptr<const CrlSet>> CrlSet::parse(std::string_view pem) {
   // The loop ends at EOF (PEM_R_NO_START_LINE) or at a malformed block.
   unsigned long err = ERR_peek_last_error();
   if (err != 0 && ERR_GET_REASON(err) != PEM_R_NO_START_LINE) {
-    return fail_ossl(Errc::kCertificate, "malformed CRL after " + std::to_string(set->crls_.size()) + " good ones");
+    return fail_ossl(Errc::kCertificate,
+                     "malformed CRL after " + std::to_string(set->crls_.size()) + " good ones");
   }
   (void)openssl_errors();
   return std::shared_ptr<const CrlSet>(std::move(set));
@@ -54,7 +55,8 @@ std::string CrlSet::revoked(X509* cert, X509* issuer) const {
 
 Result<bool> CrlStore::reload_if_changed() {
   struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) return base::fail_errno("cannot stat CRL file " + path_.string(), errno);
+  if (::stat(path_.c_str(), &st) != 0)
+    return base::fail_errno("cannot stat CRL file " + path_.string(), errno);
   std::string stamp = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
                       std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
   if (stamp == stamp_) return false;

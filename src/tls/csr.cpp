@@ -19,7 +19,8 @@ Result<std::string> make_csr_pem(const base::SpiffeId& id, EVP_PKEY* key) {
   }
   if (X509_REQ_sign(req.get(), key, EVP_sha256()) <= 0) return fail_ossl(Errc::kCertificate, "CSR signature");
   BioPtr out(BIO_new(BIO_s_mem()));
-  if (!out || PEM_write_bio_X509_REQ(out.get(), req.get()) != 1) return fail_ossl(Errc::kCertificate, "CSR PEM");
+  if (!out || PEM_write_bio_X509_REQ(out.get(), req.get()) != 1)
+    return fail_ossl(Errc::kCertificate, "CSR PEM");
   char* data = nullptr;
   long len = BIO_get_mem_data(out.get(), &data);
   return std::string(data, static_cast<std::size_t>(len));

@@ -65,7 +65,8 @@ Termination classify(const grpc::Status& status, bool got_response) {
 XdsMetrics::~XdsMetrics() = default;
 
 std::string NodeInfo::id() const {
-  return "ztunnel~" + instance_ip + "~" + pod_name + "." + pod_namespace + "~" + pod_namespace + ".svc.cluster.local";
+  return "ztunnel~" + instance_ip + "~" + pod_name + "." + pod_namespace + "~" + pod_namespace +
+         ".svc.cluster.local";
 }
 
 Result<std::optional<XdsOptions>> XdsOptions::from_env(const rpc::Env& env) {
@@ -120,7 +121,11 @@ struct XdsClient::Impl {
   };
 
   Impl(XdsOptions o, ResourceStore s, SnapshotPtr initial, XdsCallbacks c, XdsMetrics* m)
-      : options(std::move(o)), callbacks(std::move(c)), metrics(m), store(std::move(s)), current(std::move(initial)),
+      : options(std::move(o)),
+        callbacks(std::move(c)),
+        metrics(m),
+        store(std::move(s)),
+        current(std::move(initial)),
         backoff(options.initial_backoff) {
     status.address = options.endpoint.address;
     status.types = {XdsTypeStatus{.type_url = std::string(kAddressType)},
@@ -158,7 +163,7 @@ struct XdsClient::Impl {
   std::shared_ptr<Stream> stream;
   std::chrono::milliseconds backoff;
   rpc::CompletionLoop::TimerId reconnect_timer = 0;
-  std::set<std::string> demanded;         // on-demand names subscribed on every stream
+  std::set<std::string> demanded;          // on-demand names subscribed on every stream
   std::set<std::string> answered_missing;  // demanded names the server said do not exist
   std::map<std::string, std::vector<Waiter>> waiters;
   std::uint64_t next_waiter = 1;
@@ -234,7 +239,8 @@ void XdsClient::Impl::send_initial(const std::shared_ptr<Stream>& s) {
       r.add_resource_names_unsubscribe("*");
       for (const auto& name : demanded) r.add_resource_names_subscribe(name);
     }
-    for (auto& [name, version] : store.versions(type)) (*r.mutable_initial_resource_versions())[name] = version;
+    for (auto& [name, version] : store.versions(type))
+      (*r.mutable_initial_resource_versions())[name] = version;
     send(s, std::move(r));
   }
 }
@@ -268,7 +274,8 @@ void XdsClient::Impl::finish(const std::shared_ptr<Stream>& s) {
 void XdsClient::Impl::on_finished(const std::shared_ptr<Stream>& s) {
   if (stream == s) stream.reset();
   Termination t = classify(s->status, s->got_response);
-  std::string why = std::to_string(static_cast<int>(s->status.error_code())) + " " + s->status.error_message();
+  std::string why =
+      std::to_string(static_cast<int>(s->status.error_code())) + " " + s->status.error_message();
   {
     std::lock_guard lock(status_mu);
     status.connected = false;
@@ -276,8 +283,8 @@ void XdsClient::Impl::on_finished(const std::shared_ptr<Stream>& s) {
   }
   if (stopping) return;
   if (metrics) metrics->connection_terminated(t.reason);
-  std::chrono::milliseconds delay = t.backoff ? backoff : (s->status.ok() ? std::chrono::milliseconds(0)
-                                                                         : options.initial_backoff);
+  std::chrono::milliseconds delay =
+      t.backoff ? backoff : (s->status.ok() ? std::chrono::milliseconds(0) : options.initial_backoff);
   if (t.backoff) backoff = std::min(backoff * 2, options.max_backoff);
   spdlog::warn("xds: stream to {} ended reason={} status=\"{}\" retry_in_ms={}", options.endpoint.address,
                t.reason, why, delay.count());
@@ -328,8 +335,9 @@ void XdsClient::Impl::handle(const std::shared_ptr<Stream>& s, const Response& r
   if (!error.empty()) {
     ack.mutable_error_detail()->set_code(kInvalidArgument);
     ack.mutable_error_detail()->set_message(error);
-    spdlog::warn("xds: NACK type={} nonce={} applied={} removed={} rejected={} error=\"{}\"", response.type_url(),
-                 response.nonce(), outcome.upserted, outcome.removed, outcome.rejected.size(), error);
+    spdlog::warn("xds: NACK type={} nonce={} applied={} removed={} rejected={} error=\"{}\"",
+                 response.type_url(), response.nonce(), outcome.upserted, outcome.removed,
+                 outcome.rejected.size(), error);
   } else {
     spdlog::debug("xds: ACK type={} nonce={} applied={} removed={}", response.type_url(), response.nonce(),
                   outcome.upserted, outcome.removed);
@@ -357,7 +365,8 @@ void XdsClient::Impl::record_response(const Response& response, const std::strin
     t.received = true;
     t.system_version_info = response.system_version_info();
     t.last_nonce = response.nonce();
-    t.resources = t.type_url == kAddressType ? store.workload_count() + store.service_count() : store.policy_count();
+    t.resources =
+        t.type_url == kAddressType ? store.workload_count() + store.service_count() : store.policy_count();
     if (error.empty()) {
       t.last_ack_nonce = response.nonce();
     } else {
@@ -380,7 +389,8 @@ void XdsClient::Impl::resolve_waiters(const Response& response, const ApplyOutco
       answered_missing.erase(key);
     } else if (removed.contains(key)) {
       answered_missing.insert(key);
-      result = fail(Errc::kNotFound, "xDS on-demand lookup of '" + key + "': the control plane does not know it");
+      result =
+          fail(Errc::kNotFound, "xDS on-demand lookup of '" + key + "': the control plane does not know it");
     } else if (auto r = std::find_if(outcome.rejected.begin(), outcome.rejected.end(),
                                      [&](const Rejection& x) { return x.name == key; });
                r != outcome.rejected.end()) {
@@ -401,12 +411,13 @@ void XdsClient::Impl::add_waiter(std::string key, Clock::time_point deadline,
                                  std::function<void(Result<SnapshotPtr>)> done) {
   if (stopping) return complete(std::move(done), fail(Errc::kClosed, "xDS client stopped"));
   if (!options.on_demand) {
-    return complete(std::move(done), fail(Errc::kNotFound, "xDS on-demand lookup of '" + key + "': XDS_ON_DEMAND is off"));
+    return complete(std::move(done),
+                    fail(Errc::kNotFound, "xDS on-demand lookup of '" + key + "': XDS_ON_DEMAND is off"));
   }
   if (store.knows(key)) return complete(std::move(done), current);
   if (answered_missing.contains(key)) {
-    return complete(std::move(done),
-                    fail(Errc::kNotFound, "xDS on-demand lookup of '" + key + "': the control plane does not know it"));
+    return complete(std::move(done), fail(Errc::kNotFound, "xDS on-demand lookup of '" + key +
+                                                               "': the control plane does not know it"));
   }
   std::uint64_t id = next_waiter++;
   auto timer = loop.schedule(deadline, [this, key, id] {
@@ -417,9 +428,10 @@ void XdsClient::Impl::add_waiter(std::string key, Clock::time_point deadline,
     if (w == list.end()) return;
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w->started);
     bool connected = stream && stream->got_response;
-    complete(std::move(w->done), fail(Errc::kTimeout, "xDS on-demand lookup of '" + key + "' not answered within " +
-                                                          std::to_string(waited.count()) + " ms (" +
-                                                          (connected ? "connected" : "not connected") + ")"));
+    complete(std::move(w->done),
+             fail(Errc::kTimeout, "xDS on-demand lookup of '" + key + "' not answered within " +
+                                      std::to_string(waited.count()) + " ms (" +
+                                      (connected ? "connected" : "not connected") + ")"));
     list.erase(w);
     if (list.empty()) waiters.erase(it);
   });
@@ -444,7 +456,8 @@ Result<std::unique_ptr<XdsClient>> XdsClient::create(XdsOptions options, config:
   if (!initial) return std::unexpected(initial.error());
   auto channel = rpc::make_channel(options.endpoint, options.max_backoff);
   if (!channel) return std::unexpected(channel.error());
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(*store), *initial, std::move(callbacks), metrics);
+  auto impl =
+      std::make_unique<Impl>(std::move(options), std::move(*store), *initial, std::move(callbacks), metrics);
   impl->initial = *initial;
   impl->channel = std::move(*channel);
   impl->stub = discovery::AggregatedDiscoveryService::NewStub(impl->channel);

@@ -37,7 +37,8 @@ struct NodeInfo {
 
 /// Settings of the Delta ADS client, named as the reference's env vars (research §3.1).
 struct XdsOptions {
-  rpc::Endpoint endpoint;  ///< XDS_ADDRESS, XDS_ROOT_CA, ALT_XDS_HOSTNAME, AUTH_TOKEN, CLUSTER_ID, XDS_HEADER_*
+  rpc::Endpoint
+      endpoint;  ///< XDS_ADDRESS, XDS_ROOT_CA, ALT_XDS_HOSTNAME, AUTH_TOKEN, CLUSTER_ID, XDS_HEADER_*
   NodeInfo node;
   /// XDS_ON_DEMAND=true: Address resources only on request (fetch_on_demand), not wildcard.
   bool on_demand = false;
@@ -80,10 +81,10 @@ struct XdsTypeStatus {
 /// The client's state for /config_dump.
 struct XdsStatus {
   std::string address;
-  bool connected = false;       ///< a stream is open and has received a response
-  bool ready = false;           ///< every non-on-demand type had its first response applied
-  std::uint64_t streams = 0;    ///< streams opened so far
-  std::string last_error;       ///< why the last stream ended ("" if none ended yet)
+  bool connected = false;            ///< a stream is open and has received a response
+  bool ready = false;                ///< every non-on-demand type had its first response applied
+  std::uint64_t streams = 0;         ///< streams opened so far
+  std::string last_error;            ///< why the last stream ended ("" if none ended yet)
   std::vector<XdsTypeStatus> types;  ///< Address, then Authorization
 };
 
@@ -110,7 +111,8 @@ class XdsClient {
  public:
   /// Builds the channel (reads the root CA file) and the store with `local` in it.
   /// @returns Errc::kConfig for a bad local config or root CA; Errc::kIo for an unreadable file.
-  [[nodiscard]] static Result<std::unique_ptr<XdsClient>> create(XdsOptions options, config::LocalConfig local,
+  [[nodiscard]] static Result<std::unique_ptr<XdsClient>> create(XdsOptions options,
+                                                                 config::LocalConfig local,
                                                                  XdsCallbacks callbacks,
                                                                  XdsMetrics* metrics = nullptr);
   ~XdsClient();

@@ -50,7 +50,8 @@ Result<std::vector<state::PortMapping>> workload_ports(const pw::PortList& list,
   std::vector<state::PortMapping> out;
   out.reserve(static_cast<std::size_t>(list.ports_size()));
   for (const auto& p : list.ports()) {
-    auto service_port = port_number(p.service_port(), false, "services[\"" + std::string(key) + "\"] service_port");
+    auto service_port =
+        port_number(p.service_port(), false, "services[\"" + std::string(key) + "\"] service_port");
     if (!service_port) return std::unexpected(std::move(service_port.error()));
     auto target = port_number(p.target_port(), true, "services[\"" + std::string(key) + "\"] target_port");
     if (!target) return std::unexpected(std::move(target.error()));
@@ -64,7 +65,8 @@ Result<void> check_supported(const pw::Workload& in) {
   if (in.has_network_gateway()) return fail(Errc::kConfig, "network_gateway is not supported yet");
   if (in.has_application_tunnel() && in.application_tunnel().protocol() != pw::ApplicationTunnel::NONE) {
     return fail(Errc::kConfig, "application_tunnel protocol " +
-                                   std::to_string(in.application_tunnel().protocol()) + " is not supported yet");
+                                   std::to_string(in.application_tunnel().protocol()) +
+                                   " is not supported yet");
   }
   return {};
 }
@@ -133,8 +135,8 @@ state::LoadBalancing load_balancing(const pw::LoadBalancing& in) {
   using S = state::LoadBalancingScope;
   using M = state::LoadBalancingMode;
   // Indexed by the wire value; UNSPECIFIED (0) and values from a newer istiod add no preference.
-  static constexpr std::array<std::optional<S>, 7> kScopes = {std::nullopt, S::kRegion,  S::kZone,   S::kSubzone,
-                                                               S::kNode,     S::kCluster, S::kNetwork};
+  static constexpr std::array<std::optional<S>, 7> kScopes = {
+      std::nullopt, S::kRegion, S::kZone, S::kSubzone, S::kNode, S::kCluster, S::kNetwork};
   static constexpr std::array<M, 4> kModes = {M::kStandard, M::kStrict, M::kFailover, M::kPassthrough};
   state::LoadBalancing lb;
   for (int raw : in.routing_preference()) {
@@ -143,7 +145,7 @@ state::LoadBalancing load_balancing(const pw::LoadBalancing& in) {
   int mode = in.mode();
   lb.mode = mode >= 0 && mode < static_cast<int>(kModes.size()) ? kModes[mode] : M::kStandard;
   lb.health_policy = in.health_policy() == pw::LoadBalancing::ALLOW_ALL ? state::HealthPolicy::kAllowAll
-                                                                         : state::HealthPolicy::kOnlyHealthy;
+                                                                        : state::HealthPolicy::kOnlyHealthy;
   return lb;
 }
 
@@ -181,7 +183,8 @@ Result<base::IpNet> ip_net(const ps::Address& in) {
   if (!ip) return std::unexpected(std::move(ip.error()));
   unsigned full = ip->is_v4() ? 32 : 128;
   if (in.length() > full) {
-    return fail(Errc::kConfig, "prefix length " + std::to_string(in.length()) + " is longer than the address");
+    return fail(Errc::kConfig,
+                "prefix length " + std::to_string(in.length()) + " is longer than the address");
   }
   return base::IpNet{*ip, static_cast<std::uint8_t>(in.length())};
 }
@@ -209,8 +212,8 @@ Result<state::ServiceAccountMatch> account(const ps::ServiceAccountMatch& in) {
 
 Result<std::uint16_t> match_port(std::uint32_t p) { return port_number(p, false, "port"); }
 
-#define MESHNODE_XDS_TRY(expr)                                  \
-  do {                                                          \
+#define MESHNODE_XDS_TRY(expr)                                     \
+  do {                                                             \
     if (auto r_ = (expr); !r_) return std::unexpected(r_.error()); \
   } while (0)
 
@@ -223,8 +226,10 @@ Result<state::Match> match(const ps::Match& in) {
   MESHNODE_XDS_TRY(convert_list(m.source_ips, in.source_ips(), "source_ips", ip_net));
   MESHNODE_XDS_TRY(convert_list(m.not_source_ips, in.not_source_ips(), "not_source_ips", ip_net));
   MESHNODE_XDS_TRY(convert_list(m.destination_ips, in.destination_ips(), "destination_ips", ip_net));
-  MESHNODE_XDS_TRY(convert_list(m.not_destination_ips, in.not_destination_ips(), "not_destination_ips", ip_net));
-  MESHNODE_XDS_TRY(convert_list(m.destination_ports, in.destination_ports(), "destination_ports", match_port));
+  MESHNODE_XDS_TRY(
+      convert_list(m.not_destination_ips, in.not_destination_ips(), "not_destination_ips", ip_net));
+  MESHNODE_XDS_TRY(
+      convert_list(m.destination_ports, in.destination_ports(), "destination_ports", match_port));
   MESHNODE_XDS_TRY(
       convert_list(m.not_destination_ports, in.not_destination_ports(), "not_destination_ports", match_port));
   MESHNODE_XDS_TRY(convert_list(m.service_accounts, in.service_accounts(), "service_accounts", account));
@@ -296,7 +301,8 @@ Result<state::Service> to_service(const pw::Service& in) {
   if (in.has_load_balancing()) s.load_balancing = load_balancing(in.load_balancing());
   s.ip_families = ip_families(in.ip_families());
   s.canonical = in.canonical();
-  s.visibility = in.visibility() == pw::Service::NAMESPACE ? state::Visibility::kNamespace : state::Visibility::kPublic;
+  s.visibility =
+      in.visibility() == pw::Service::NAMESPACE ? state::Visibility::kNamespace : state::Visibility::kPublic;
   return s;
 }
 

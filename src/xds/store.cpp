@@ -1,9 +1,9 @@
 #include "xds/store.hpp"
 
+#include <google/protobuf/arena.h>
+
 #include <algorithm>
 #include <thread>
-
-#include <google/protobuf/arena.h>
 
 #include "authorization.pb.h"
 #include "discovery.pb.h"
@@ -87,9 +87,11 @@ ApplyOutcome ResourceStore::apply(const discovery::DeltaDiscoveryResponse& respo
 }
 
 Result<void> ResourceStore::check_workload(const std::string& name, const state::Workload& w) const {
-  if (local_uids_.contains(w.uid)) return fail(Errc::kConfig, "uid '" + w.uid + "' is defined by the local config");
+  if (local_uids_.contains(w.uid))
+    return fail(Errc::kConfig, "uid '" + w.uid + "' is defined by the local config");
   if (auto it = workload_uids_.find(w.uid); it != workload_uids_.end() && it->second != name) {
-    return fail(Errc::kConfig, "uid '" + w.uid + "' is already held by resource '" + std::string(it->second) + "'");
+    return fail(Errc::kConfig,
+                "uid '" + w.uid + "' is already held by resource '" + std::string(it->second) + "'");
   }
   if (w.uid != name) {
     auto it = addresses_.find(w.uid);
@@ -99,7 +101,8 @@ Result<void> ResourceStore::check_workload(const std::string& name, const state:
   }
   for (const auto& ip : w.addresses) {
     if (local_ips_.contains({w.network, ip})) {
-      return fail(Errc::kConfig, "address " + w.network + "/" + ip.to_string() + " belongs to a local workload");
+      return fail(Errc::kConfig,
+                  "address " + w.network + "/" + ip.to_string() + " belongs to a local workload");
     }
   }
   return {};
@@ -111,7 +114,8 @@ Result<void> ResourceStore::check_service(const std::string& name, const state::
     return fail(Errc::kConfig, "service '" + key + "' is defined by the local config");
   }
   if (auto it = service_keys_.find(key); it != service_keys_.end() && it->second != name) {
-    return fail(Errc::kConfig, "service '" + key + "' is already held by resource '" + std::string(it->second) + "'");
+    return fail(Errc::kConfig,
+                "service '" + key + "' is already held by resource '" + std::string(it->second) + "'");
   }
   for (const auto& v : s.vips) {
     if (local_vips_.contains({v.network, v.address})) {
@@ -144,9 +148,11 @@ bool ResourceStore::erase_address(const std::string& name) {
 }
 
 void ResourceStore::put_address(const std::string& name, std::string version,
-                                std::shared_ptr<const state::Workload> w, std::shared_ptr<const state::Service> s) {
+                                std::shared_ptr<const state::Workload> w,
+                                std::shared_ptr<const state::Service> s) {
   erase_address(name);
-  auto [it, inserted] = addresses_.emplace(name, AddressEntry{std::move(version), std::move(w), std::move(s)});
+  auto [it, inserted] =
+      addresses_.emplace(name, AddressEntry{std::move(version), std::move(w), std::move(s)});
   std::string_view stored = it->first;
   const AddressEntry& e = it->second;
   // The newest claim on an address wins; the previous owner keeps its other addresses.
@@ -219,11 +225,14 @@ std::vector<DecodedAddress> decode_all(const discovery::DeltaDiscoveryResponse& 
   constexpr int kPerThread = 8192;
   const int n = response.resources_size();
   std::vector<DecodedAddress> out(static_cast<std::size_t>(n));
-  int threads = std::clamp(n / kPerThread, 1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4));
+  int threads =
+      std::clamp(n / kPerThread, 1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4));
   std::vector<std::thread> helpers;
   const int chunk = (n + threads - 1) / threads;
   for (int t = 1; t < threads; ++t) {
-    helpers.emplace_back([&response, &out, t, chunk, n] { decode_range(response, t * chunk, std::min(n, (t + 1) * chunk), out); });
+    helpers.emplace_back([&response, &out, t, chunk, n] {
+      decode_range(response, t * chunk, std::min(n, (t + 1) * chunk), out);
+    });
   }
   decode_range(response, 0, std::min(n, chunk), out);
   for (auto& h : helpers) h.join();
@@ -282,23 +291,25 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
       if (local_policy_keys_.contains(key)) {
         policy = fail(Errc::kConfig, "policy '" + key + "' is defined by the local config");
       } else if (held != policy_keys_.end() && held->second != r.name()) {
-        policy = fail(Errc::kConfig, "policy '" + key + "' is already held by resource '" + held->second + "'");
+        policy =
+            fail(Errc::kConfig, "policy '" + key + "' is already held by resource '" + held->second + "'");
       }
     }
     if (!policy) {
       out.rejected.push_back({display_name(r.name()), policy.error().context});
       continue;
     }
-    if (auto old = policies_.find(r.name()); old != policies_.end()) policy_keys_.erase(old->second.policy->key());
+    if (auto old = policies_.find(r.name()); old != policies_.end())
+      policy_keys_.erase(old->second.policy->key());
     policy_keys_[policy->key()] = r.name();
-    policies_.insert_or_assign(r.name(),
-                               PolicyEntry{r.version(), std::make_shared<const state::Authorization>(std::move(*policy))});
+    policies_.insert_or_assign(
+        r.name(), PolicyEntry{r.version(), std::make_shared<const state::Authorization>(std::move(*policy))});
     ++out.upserted;
   }
 }
 
-std::shared_ptr<const state::Workload> ResourceStore::visible(const std::string& name,
-                                                              const std::shared_ptr<const state::Workload>& w) const {
+std::shared_ptr<const state::Workload> ResourceStore::visible(
+    const std::string& name, const std::shared_ptr<const state::Workload>& w) const {
   if (shadowed_.empty() || !shadowed_.contains(name)) return w;
   auto copy = std::make_shared<state::Workload>(*w);
   std::erase_if(copy->addresses, [&](const base::IpAddr& ip) {

@@ -96,15 +96,17 @@ class ResourceStore {
   };
 
   ResourceStore() = default;
-  void apply_addresses(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response, ApplyOutcome& out);
-  void apply_policies(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response, ApplyOutcome& out);
+  void apply_addresses(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
+                       ApplyOutcome& out);
+  void apply_policies(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
+                      ApplyOutcome& out);
   [[nodiscard]] Result<void> check_workload(const std::string& name, const state::Workload& w) const;
   [[nodiscard]] Result<void> check_service(const std::string& name, const state::Service& s) const;
   void put_address(const std::string& name, std::string version, std::shared_ptr<const state::Workload> w,
                    std::shared_ptr<const state::Service> s);
   bool erase_address(const std::string& name);
-  [[nodiscard]] std::shared_ptr<const state::Workload> visible(const std::string& name,
-                                                               const std::shared_ptr<const state::Workload>& w) const;
+  [[nodiscard]] std::shared_ptr<const state::Workload> visible(
+      const std::string& name, const std::shared_ptr<const state::Workload>& w) const;
 
   // Static local config: always in the snapshot, never replaced by xDS.
   std::vector<std::shared_ptr<const state::Workload>> local_workloads_;
@@ -125,13 +127,14 @@ class ResourceStore {
 
   std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
-  std::unordered_map<std::string_view, std::string_view> workload_uids_;  // uid → resource name, when they differ
+  std::unordered_map<std::string_view, std::string_view>
+      workload_uids_;  // uid → resource name, when they differ
   std::size_t workload_count_ = 0;
   std::size_t service_count_ = 0;
-  std::unordered_map<std::string, std::string_view> service_keys_;        // "ns/hostname" → resource name
-  std::unordered_map<std::string, std::string> policy_keys_;              // "ns/name" → resource name
-  OwnerMap ip_owner_;   // workload (network, IP) → resource name (newest claim)
-  OwnerMap vip_owner_;  // service (network, VIP) → resource name (newest claim)
+  std::unordered_map<std::string, std::string_view> service_keys_;  // "ns/hostname" → resource name
+  std::unordered_map<std::string, std::string> policy_keys_;        // "ns/name" → resource name
+  OwnerMap ip_owner_;                            // workload (network, IP) → resource name (newest claim)
+  OwnerMap vip_owner_;                           // service (network, VIP) → resource name (newest claim)
   std::set<std::string, std::less<>> shadowed_;  // names that lost an IP or VIP to a newer claim
 };
 

@@ -23,7 +23,8 @@ struct FakeCaServer::Impl {
   };
 
   explicit Impl(std::shared_ptr<TestCa> c, std::string server_name)
-      : ca(std::move(c)), server(ca, std::move(server_name), [this] { return std::make_unique<Service>(this); }) {}
+      : ca(std::move(c)),
+        server(ca, std::move(server_name), [this] { return std::make_unique<Service>(this); }) {}
 
   std::shared_ptr<TestCa> ca;
 
@@ -38,7 +39,8 @@ struct FakeCaServer::Impl {
     RecordedCsr rec;
     rec.validity_seconds = request.validity_duration();
     rec.metadata = client_metadata(context);
-    if (auto it = request.metadata().fields().find("ImpersonatedIdentity"); it != request.metadata().fields().end()) {
+    if (auto it = request.metadata().fields().find("ImpersonatedIdentity");
+        it != request.metadata().fields().end()) {
       rec.impersonated = it->second.string_value();
     }
     std::unique_lock lock(mu);
@@ -55,7 +57,8 @@ struct FakeCaServer::Impl {
     if (!issued) return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, issued.error().message()));
     rec.identity = issued->identity;
     if (!rec.impersonated.empty() && rec.impersonated != issued->identity) {
-      return finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "ImpersonatedIdentity does not match the CSR"));
+      return finish(
+          grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "ImpersonatedIdentity does not match the CSR"));
     }
     rec.serial_hex = issued->serial_hex;
     for (auto& pem : issued->cert_chain) response.add_cert_chain(std::move(pem));
@@ -69,7 +72,8 @@ struct FakeCaServer::Impl {
 FakeCaServer::FakeCaServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FakeCaServer::~FakeCaServer() = default;
 
-base::Result<std::unique_ptr<FakeCaServer>> FakeCaServer::start(std::shared_ptr<TestCa> ca, std::string server_name) {
+base::Result<std::unique_ptr<FakeCaServer>> FakeCaServer::start(std::shared_ptr<TestCa> ca,
+                                                                std::string server_name) {
   auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
   if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeCaServer>(new FakeCaServer(std::move(impl)));
@@ -95,8 +99,8 @@ std::vector<RecordedCsr> FakeCaServer::calls() const {
 base::Result<void> FakeCaServer::wait_calls(std::size_t n, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(impl_->mu);
   if (!impl_->cv.wait_until(lock, deadline, [&] { return impl_->calls.size() >= n; })) {
-    return base::fail(base::Errc::kTimeout, "fake CA: " + std::to_string(impl_->calls.size()) + " calls, wanted " +
-                                                std::to_string(n));
+    return base::fail(base::Errc::kTimeout, "fake CA: " + std::to_string(impl_->calls.size()) +
+                                                " calls, wanted " + std::to_string(n));
   }
   return {};
 }

@@ -15,10 +15,10 @@ namespace meshnode::fakes {
 
 /// One CreateCertificate call the fake received.
 struct RecordedCsr {
-  std::string identity;              ///< the CSR's URI SAN ("" when the CSR was refused)
-  std::string impersonated;          ///< metadata ImpersonatedIdentity ("" when absent)
-  std::int64_t validity_seconds = 0;  ///< validity_duration as requested
-  std::string serial_hex;            ///< of the issued leaf ("" when refused or failing)
+  std::string identity;                              ///< the CSR's URI SAN ("" when the CSR was refused)
+  std::string impersonated;                          ///< metadata ImpersonatedIdentity ("" when absent)
+  std::int64_t validity_seconds = 0;                 ///< validity_duration as requested
+  std::string serial_hex;                            ///< of the issued leaf ("" when refused or failing)
   std::multimap<std::string, std::string> metadata;  ///< call metadata, lower-case keys
 };
 
@@ -28,8 +28,8 @@ struct RecordedCsr {
 /// (UNAVAILABLE) and stops/restarts on the same port. Thread-safe.
 class FakeCaServer {
  public:
-  [[nodiscard]] static base::Result<std::unique_ptr<FakeCaServer>> start(std::shared_ptr<TestCa> ca,
-                                                                         std::string server_name = "istiod.istio-system.svc");
+  [[nodiscard]] static base::Result<std::unique_ptr<FakeCaServer>> start(
+      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc");
   ~FakeCaServer();
 
   [[nodiscard]] std::string address() const;

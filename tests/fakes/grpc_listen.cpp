@@ -4,7 +4,8 @@
 
 namespace meshnode::fakes {
 
-LoopbackServer::LoopbackServer(std::shared_ptr<TestCa> ca, std::string server_name, ServiceFactory make_service)
+LoopbackServer::LoopbackServer(std::shared_ptr<TestCa> ca, std::string server_name,
+                               ServiceFactory make_service)
     : ca_(std::move(ca)), server_name_(std::move(server_name)), make_service_(std::move(make_service)) {}
 
 LoopbackServer::~LoopbackServer() { stop(); }
@@ -29,7 +30,8 @@ base::Result<void> LoopbackServer::start() {
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     port_ = wanted;
-    return base::fail(base::Errc::kIo, "fake gRPC server cannot listen on 127.0.0.1:" + std::to_string(wanted));
+    return base::fail(base::Errc::kIo,
+                      "fake gRPC server cannot listen on 127.0.0.1:" + std::to_string(wanted));
   }
   return {};
 }

@@ -1,7 +1,7 @@
 #pragma once
 
-#include <grpcpp/server.h>
 #include <grpcpp/impl/codegen/service_type.h>
+#include <grpcpp/server.h>
 #include <grpcpp/server_context.h>
 
 #include <functional>

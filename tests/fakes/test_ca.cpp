@@ -63,7 +63,8 @@ Result<Authority> make_root(const char* cn) {
                             std::pair{NID_subject_key_identifier, "hash"}}) {
     if (auto ok = add_ext(cert->get(), cert->get(), nid, value); !ok) return std::unexpected(ok.error());
   }
-  if (X509_sign(cert->get(), key->get(), EVP_sha256()) <= 0) return fail_ossl(Errc::kCertificate, "sign root");
+  if (X509_sign(cert->get(), key->get(), EVP_sha256()) <= 0)
+    return fail_ossl(Errc::kCertificate, "sign root");
   return Authority{std::move(*cert), std::move(*key)};
 }
 
@@ -81,10 +82,12 @@ struct TestCa::Impl {
                        const char* eku) const {
     auto cert = new_cert(key, nullptr, lifetime);
     if (!cert) return cert;
-    for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
-                              std::pair{NID_key_usage, "critical,digitalSignature,keyEncipherment"},
-                              std::pair{NID_ext_key_usage, eku}, std::pair{NID_subject_alt_name, san.c_str()}}) {
-      if (auto ok = add_ext(cert->get(), issuer().cert.get(), nid, value); !ok) return std::unexpected(ok.error());
+    for (auto [nid, value] :
+         {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
+          std::pair{NID_key_usage, "critical,digitalSignature,keyEncipherment"},
+          std::pair{NID_ext_key_usage, eku}, std::pair{NID_subject_alt_name, san.c_str()}}) {
+      if (auto ok = add_ext(cert->get(), issuer().cert.get(), nid, value); !ok)
+        return std::unexpected(ok.error());
     }
     if (auto ok = sign(cert->get(), issuer()); !ok) return std::unexpected(ok.error());
     return cert;
@@ -106,7 +109,8 @@ Result<std::shared_ptr<TestCa>> TestCa::create(Options options) {
     if (!cert) return std::unexpected(cert.error());
     for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
                               std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"}}) {
-      if (auto ok = add_ext(cert->get(), impl->root.cert.get(), nid, value); !ok) return std::unexpected(ok.error());
+      if (auto ok = add_ext(cert->get(), impl->root.cert.get(), nid, value); !ok)
+        return std::unexpected(ok.error());
     }
     if (auto ok = sign(cert->get(), impl->root); !ok) return std::unexpected(ok.error());
     impl->intermediate = Authority{std::move(*cert), std::move(*key)};
@@ -135,9 +139,11 @@ Result<std::pair<std::string, std::string>> TestCa::server_certificate(std::stri
   auto cert = new_cert(key->get(), nullptr, std::chrono::hours(24));
   if (!cert) return std::unexpected(cert.error());
   std::string san = "DNS:" + std::string(dns_name);
-  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
-                            std::pair{NID_ext_key_usage, "serverAuth"}, std::pair{NID_subject_alt_name, san.c_str()}}) {
-    if (auto ok = add_ext(cert->get(), impl_->root.cert.get(), nid, value); !ok) return std::unexpected(ok.error());
+  for (auto [nid, value] :
+       {std::pair{NID_basic_constraints, "critical,CA:FALSE"}, std::pair{NID_ext_key_usage, "serverAuth"},
+        std::pair{NID_subject_alt_name, san.c_str()}}) {
+    if (auto ok = add_ext(cert->get(), impl_->root.cert.get(), nid, value); !ok)
+      return std::unexpected(ok.error());
   }
   if (auto ok = sign(cert->get(), impl_->root); !ok) return std::unexpected(ok.error());
   return std::pair{to_pem(cert->get()), to_pem(key->get())};
@@ -146,15 +152,18 @@ Result<std::pair<std::string, std::string>> TestCa::server_certificate(std::stri
 Result<IssuedCertificate> TestCa::sign_csr(std::string_view csr_pem, std::chrono::seconds lifetime) const {
   std::lock_guard lock(impl_->mu);
   BioPtr bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
-  std::unique_ptr<X509_REQ, base::Deleter<&X509_REQ_free>> req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  std::unique_ptr<X509_REQ, base::Deleter<&X509_REQ_free>> req(
+      PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
   if (!req) return fail_ossl(Errc::kCertificate, "CSR is not PEM PKCS#10");
   EvpPkeyPtr key(X509_REQ_get_pubkey(req.get()));
-  if (!key || X509_REQ_verify(req.get(), key.get()) != 1) return fail_ossl(Errc::kCertificate, "CSR signature invalid");
+  if (!key || X509_REQ_verify(req.get(), key.get()) != 1)
+    return fail_ossl(Errc::kCertificate, "CSR signature invalid");
   std::unique_ptr<STACK_OF(X509_EXTENSION), void (*)(STACK_OF(X509_EXTENSION)*)> exts(
       X509_REQ_get_extensions(req.get()),
       [](STACK_OF(X509_EXTENSION) * s) { sk_X509_EXTENSION_pop_free(s, X509_EXTENSION_free); });
-  GeneralNamesPtr names(exts ? static_cast<GENERAL_NAMES*>(X509V3_get_d2i(exts.get(), NID_subject_alt_name, nullptr, nullptr))
-                             : nullptr);
+  GeneralNamesPtr names(
+      exts ? static_cast<GENERAL_NAMES*>(X509V3_get_d2i(exts.get(), NID_subject_alt_name, nullptr, nullptr))
+           : nullptr);
   std::vector<std::string> uris;
   for (int i = 0; names && i < sk_GENERAL_NAME_num(names.get()); ++i) {
     const GENERAL_NAME* n = sk_GENERAL_NAME_value(names.get(), i);
@@ -162,7 +171,8 @@ Result<IssuedCertificate> TestCa::sign_csr(std::string_view csr_pem, std::chrono
     const auto* s = n->d.uniformResourceIdentifier;
     uris.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)), ASN1_STRING_length(s));
   }
-  if (uris.size() != 1) return fail(Errc::kCertificate, "CSR must carry exactly one URI SAN, has " + std::to_string(uris.size()));
+  if (uris.size() != 1)
+    return fail(Errc::kCertificate, "CSR must carry exactly one URI SAN, has " + std::to_string(uris.size()));
   auto cert = impl_->leaf(key.get(), "critical,URI:" + uris[0], lifetime, "serverAuth,clientAuth");
   if (!cert) return std::unexpected(cert.error());
   IssuedCertificate out;
@@ -207,7 +217,8 @@ Result<std::string> TestCa::crl_pem(const std::vector<std::string>& serials_hex)
     X509_CRL_add0_revoked(crl.get(), revoked);
   }
   X509_CRL_sort(crl.get());
-  if (X509_CRL_sign(crl.get(), issuer.key.get(), EVP_sha256()) <= 0) return fail_ossl(Errc::kCertificate, "CRL sign");
+  if (X509_CRL_sign(crl.get(), issuer.key.get(), EVP_sha256()) <= 0)
+    return fail_ossl(Errc::kCertificate, "CRL sign");
   BioPtr out(BIO_new(BIO_s_mem()));
   PEM_write_bio_X509_CRL(out.get(), crl.get());
   char* data = nullptr;

@@ -14,7 +14,7 @@ namespace meshnode::fakes {
 
 /// What a signed CSR produced, for assertions.
 struct IssuedCertificate {
-  std::string identity;   ///< the CSR's URI SAN
+  std::string identity;  ///< the CSR's URI SAN
   std::string serial_hex;
   /// Istio CA response shape (research §2.4): [0] leaf, [1..n-2] intermediates, [n-1] root bundle.
   std::vector<std::string> cert_chain;
@@ -39,16 +39,18 @@ class TestCa {
   [[nodiscard]] std::string root_pem() const;
 
   /// A server certificate + key (PEM) for `dns_name`, valid for a day, signed by the root.
-  [[nodiscard]] base::Result<std::pair<std::string, std::string>> server_certificate(std::string_view dns_name) const;
+  [[nodiscard]] base::Result<std::pair<std::string, std::string>> server_certificate(
+      std::string_view dns_name) const;
 
   /// Verifies `csr_pem` (self-signature, exactly one URI SAN) and signs it for `lifetime` from now
   /// (notBefore = now, second precision). Errc::kCertificate naming what is wrong with the CSR.
-  [[nodiscard]] base::Result<IssuedCertificate> sign_csr(std::string_view csr_pem, std::chrono::seconds lifetime) const;
+  [[nodiscard]] base::Result<IssuedCertificate> sign_csr(std::string_view csr_pem,
+                                                         std::chrono::seconds lifetime) const;
 
   /// What a workload gets from istiod: a fresh P-256 key, a CSR for `id` (tls::make_csr_pem, as
   /// meshnode sends it) and the signed chain.
-  [[nodiscard]] base::Result<std::pair<IssuedCertificate, tls::EvpPkeyPtr>> issue(const base::SpiffeId& id,
-                                                                                 std::chrono::seconds lifetime) const;
+  [[nodiscard]] base::Result<std::pair<IssuedCertificate, tls::EvpPkeyPtr>> issue(
+      const base::SpiffeId& id, std::chrono::seconds lifetime) const;
 
   /// A CRL (PEM) signed by the issuer of the leaves, revoking `serials_hex`.
   [[nodiscard]] base::Result<std::string> crl_pem(const std::vector<std::string>& serials_hex) const;

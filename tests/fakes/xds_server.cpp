@@ -92,7 +92,8 @@ void FakeXdsServer::Impl::on_request(const std::shared_ptr<StreamState>& s, cons
   auto& sub = s->subs[type];
   if (initial) {
     std::set<std::string> subscribe(r.resource_names_subscribe().begin(), r.resource_names_subscribe().end());
-    std::set<std::string> unsubscribe(r.resource_names_unsubscribe().begin(), r.resource_names_unsubscribe().end());
+    std::set<std::string> unsubscribe(r.resource_names_unsubscribe().begin(),
+                                      r.resource_names_unsubscribe().end());
     sub.wildcard = (subscribe.empty() || subscribe.contains("*")) && !unsubscribe.contains("*");
     subscribe.erase("*");
     sub.names = subscribe;
@@ -179,7 +180,8 @@ std::vector<std::string> FakeXdsServer::Impl::broadcast(const std::string& type,
 FakeXdsServer::FakeXdsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FakeXdsServer::~FakeXdsServer() = default;
 
-Result<std::unique_ptr<FakeXdsServer>> FakeXdsServer::start(std::shared_ptr<TestCa> ca, std::string server_name) {
+Result<std::unique_ptr<FakeXdsServer>> FakeXdsServer::start(std::shared_ptr<TestCa> ca,
+                                                            std::string server_name) {
   auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
   if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeXdsServer>(new FakeXdsServer(std::move(impl)));
@@ -191,7 +193,8 @@ std::vector<std::string> FakeXdsServer::put(const std::string& type_url, discove
   return push(type_url, {std::move(resource)});
 }
 
-std::vector<std::string> FakeXdsServer::push(const std::string& type_url, std::vector<discovery::Resource> changed,
+std::vector<std::string> FakeXdsServer::push(const std::string& type_url,
+                                             std::vector<discovery::Resource> changed,
                                              std::vector<std::string> removed) {
   std::lock_guard lock(impl_->mu);
   for (const auto& r : changed) impl_->resources[type_url][r.name()] = r;
@@ -219,7 +222,8 @@ Result<RecordedRequest> FakeXdsServer::wait_for(const std::function<bool(const R
   }
 }
 
-Result<RecordedRequest> FakeXdsServer::wait_reply(const std::string& nonce, std::chrono::steady_clock::time_point deadline) {
+Result<RecordedRequest> FakeXdsServer::wait_reply(const std::string& nonce,
+                                                  std::chrono::steady_clock::time_point deadline) {
   return wait_for([&](const RecordedRequest& r) { return r.request.response_nonce() == nonce; }, deadline);
 }
 
@@ -241,8 +245,8 @@ int FakeXdsServer::streams() const {
 Result<void> FakeXdsServer::wait_streams(int n, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(impl_->mu);
   if (!impl_->cv.wait_until(lock, deadline, [&] { return impl_->stream_count >= n; })) {
-    return fail(Errc::kTimeout, "fake xDS server: " + std::to_string(impl_->stream_count) + " streams, wanted " +
-                                    std::to_string(n));
+    return fail(Errc::kTimeout, "fake xDS server: " + std::to_string(impl_->stream_count) +
+                                    " streams, wanted " + std::to_string(n));
   }
   return {};
 }

@@ -20,8 +20,12 @@ struct RecordedRequest {
   int stream = 0;  ///< 1-based stream number (reconnects count up)
   envoy::service::discovery::v3::DeltaDiscoveryRequest request;
 
-  [[nodiscard]] bool is_ack() const { return !request.response_nonce().empty() && !request.has_error_detail(); }
-  [[nodiscard]] bool is_nack() const { return !request.response_nonce().empty() && request.has_error_detail(); }
+  [[nodiscard]] bool is_ack() const {
+    return !request.response_nonce().empty() && !request.has_error_detail();
+  }
+  [[nodiscard]] bool is_nack() const {
+    return !request.response_nonce().empty() && request.has_error_detail();
+  }
 };
 
 /// A programmable Delta ADS server (istiod's side of research §2.3) over real gRPC, with TLS from
@@ -36,8 +40,8 @@ class FakeXdsServer {
  public:
   /// Starts on 127.0.0.1 (a free port) with a TLS certificate for `server_name` from `ca`
   /// (plaintext when `ca` is null).
-  [[nodiscard]] static base::Result<std::unique_ptr<FakeXdsServer>> start(std::shared_ptr<TestCa> ca,
-                                                                          std::string server_name = "istiod.istio-system.svc");
+  [[nodiscard]] static base::Result<std::unique_ptr<FakeXdsServer>> start(
+      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc");
   ~FakeXdsServer();
 
   /// "https://127.0.0.1:<port>" (or http:// when plaintext).
@@ -54,8 +58,9 @@ class FakeXdsServer {
   std::vector<std::string> remove(const std::string& type_url, std::vector<std::string> names);
 
   /// Waits until some recorded request satisfies `pred`; returns it. Errc::kTimeout otherwise.
-  [[nodiscard]] base::Result<RecordedRequest> wait_for(const std::function<bool(const RecordedRequest&)>& pred,
-                                                       std::chrono::steady_clock::time_point deadline);
+  [[nodiscard]] base::Result<RecordedRequest> wait_for(
+      const std::function<bool(const RecordedRequest&)>& pred,
+      std::chrono::steady_clock::time_point deadline);
   /// Waits for the ACK or NACK of `nonce`.
   [[nodiscard]] base::Result<RecordedRequest> wait_reply(const std::string& nonce,
                                                          std::chrono::steady_clock::time_point deadline);

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   envoy::service::discovery::v3::DeltaDiscoveryResponse response;
   if (!response.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
-  response.set_type_url(std::string(data[0] % 2 == 0 ? meshnode::xds::kAddressType : meshnode::xds::kAuthorizationType));
+  response.set_type_url(
+      std::string(data[0] % 2 == 0 ? meshnode::xds::kAddressType : meshnode::xds::kAuthorizationType));
   auto store = meshnode::xds::ResourceStore::create({});
   if (!store) __builtin_trap();
   auto outcome = store->apply(response);

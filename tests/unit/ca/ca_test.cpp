@@ -64,7 +64,8 @@ TEST(Csr, CarriesOnlyTheSpiffeUriSanWithAnEmptySubject) {
   auto pem = tls::make_csr_pem(id("web"), key->get());
   ASSERT_TRUE(pem) << pem.error().message();
   tls::BioPtr bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
-  std::unique_ptr<X509_REQ, base::Deleter<&X509_REQ_free>> req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  std::unique_ptr<X509_REQ, base::Deleter<&X509_REQ_free>> req(
+      PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
   ASSERT_NE(req, nullptr);
   EXPECT_EQ(X509_NAME_entry_count(X509_REQ_get_subject_name(req.get())), 0);
   EXPECT_EQ(X509_REQ_verify(req.get(), key->get()), 1);
@@ -115,12 +116,14 @@ TEST(Chain, RefusesWhatCannotBeTrusted) {
   } cases[] = {
       {{}, id("web"), true, "empty certificate chain"},
       {leaf_only, id("web"), true, "has no root element"},
-      {issued->cert_chain, id("db"), true, "CA issued spiffe://cluster.local/ns/default/sa/web when asked for"},
+      {issued->cert_chain, id("db"), true,
+       "CA issued spiffe://cluster.local/ns/default/sa/web when asked for"},
       {issued->cert_chain, id("web"), false, "does not match our key"},
       {wrong_root, id("web"), true, "does not verify"},
   };
   for (auto& c : cases) {
-    auto k = c.own_key ? tls::private_key_from_pem(tls::to_pem(key->get())) : tls::private_key_from_pem(tls::to_pem(other_key->get()));
+    auto k = c.own_key ? tls::private_key_from_pem(tls::to_pem(key->get()))
+                       : tls::private_key_from_pem(tls::to_pem(other_key->get()));
     auto ck = certified_key_from_chain(c.chain, std::move(*k), c.want);
     ASSERT_FALSE(ck) << c.error;
     EXPECT_NE(ck.error().context.find(c.error), std::string::npos) << ck.error().context;
@@ -188,11 +191,14 @@ TEST_F(IstioCaTest, RotatesAtHalfLifeAcrossThreeRotations) {
   ASSERT_TRUE(got && *got) << (got ? got->error().message() : "no answer");
   std::vector<std::string> serials = {(**got)->serial_hex};
   for (int rotation = 0; rotation < 3; ++rotation) {
-    ASSERT_TRUE(eventually([&] {
-      auto now = m->get(id("web"));
-      EXPECT_TRUE(now) << "a valid certificate must serve at every moment: " << now.error().message();
-      return now && (*now)->serial_hex != serials.back();
-    }, 5s)) << "rotation " << rotation;
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto now = m->get(id("web"));
+          EXPECT_TRUE(now) << "a valid certificate must serve at every moment: " << now.error().message();
+          return now && (*now)->serial_hex != serials.back();
+        },
+        5s))
+        << "rotation " << rotation;
     serials.push_back((*m->get(id("web")))->serial_hex);
   }
   EXPECT_EQ(std::set<std::string>(serials.begin(), serials.end()).size(), 4u);
@@ -202,7 +208,8 @@ TEST_F(IstioCaTest, RotatesAtHalfLifeAcrossThreeRotations) {
   EXPECT_EQ(dump[0].chain_length, 2u);
   EXPECT_EQ(dump[0].roots, 1u);
   EXPECT_EQ(dump[0].serial_hex, serials.back());
-  ::testing::Test::RecordProperty("rotation_serials", serials[0] + "," + serials[1] + "," + serials[2] + "," + serials[3]);
+  ::testing::Test::RecordProperty("rotation_serials",
+                                  serials[0] + "," + serials[1] + "," + serials[2] + "," + serials[3]);
 }
 
 TEST_F(IstioCaTest, CaDownKeepsServingUntilExpiryThenFailsClosedThenRecovers) {
@@ -231,8 +238,10 @@ TEST_F(IstioCaTest, CaDownKeepsServingUntilExpiryThenFailsClosedThenRecovers) {
   ASSERT_TRUE(eventually([&] { return !m->get(id("web")); }, 5s));
   auto expired = m->get(id("web"));
   EXPECT_EQ(expired.error().code, base::Errc::kCertificate);
-  EXPECT_NE(expired.error().context.find("certificate for spiffe://cluster.local/ns/default/sa/web expired at"),
-            std::string::npos) << expired.error().context;
+  EXPECT_NE(
+      expired.error().context.find("certificate for spiffe://cluster.local/ns/default/sa/web expired at"),
+      std::string::npos)
+      << expired.error().context;
   EXPECT_EQ(m->dump().at(0).state.rfind("Unavailable: ", 0), 0u) << m->dump().at(0).state;
   Slot<Result<CertificateManager::Tls>> refused;
   m->fetch(id("web"), refused.callback());

@@ -1,6 +1,8 @@
 // CRL_PATH enforcement: a revoked peer certificate is refused on both HBONE sides, and the CRL file
 // is reloaded when it changes.
 
+#include "tls/crl.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,7 +10,6 @@
 #include "ca/istio_ca_client.hpp"
 #include "fakes/test_ca.hpp"
 #include "tls/context.hpp"
-#include "tls/crl.hpp"
 #include "tls/verify.hpp"
 #include "tls_test_util.hpp"
 
@@ -91,7 +92,8 @@ TEST_F(Crl, ReloadedFileTakesEffectForNewHandshakes) {
   write_crl({client_.serial, server_.serial});
   EXPECT_FALSE(handshake(client_ctx_.get(), server_ctx_.get()).ok());
   // A broken file keeps the previous set.
-  std::ofstream(store_->path(), std::ios::trunc) << "-----BEGIN X509 CRL-----\ngarbage\n-----END X509 CRL-----\n";
+  std::ofstream(store_->path(), std::ios::trunc)
+      << "-----BEGIN X509 CRL-----\ngarbage\n-----END X509 CRL-----\n";
   EXPECT_FALSE(store_->reload_if_changed());
   EXPECT_FALSE(handshake(client_ctx_.get(), server_ctx_.get()).ok());
 }

@@ -13,8 +13,8 @@ namespace meshnode::tls {
 namespace {
 
 using testing::Connection;
-using testing::Side;
 using testing::handshake;
+using testing::Side;
 using testing::spiffe;
 using testing::TempDir;
 

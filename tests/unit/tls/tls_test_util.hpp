@@ -64,7 +64,7 @@ inline Side step(SSL* ssl) {
 // finishes before the server has judged its certificate, so a client that "finished" then reads
 // once to collect the server's verdict (an alert, or nothing when the server accepted it).
 inline Connection handshake(SSL_CTX* client_ctx, SSL_CTX* server_ctx, const unsigned char* alpn = nullptr,
-                     unsigned alpn_len = 0) {
+                            unsigned alpn_len = 0) {
   Connection c{SslPtr(SSL_new(client_ctx)), SslPtr(SSL_new(server_ctx))};
   BIO* client_bio = nullptr;
   BIO* server_bio = nullptr;

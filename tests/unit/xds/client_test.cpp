@@ -19,24 +19,36 @@ using namespace std::chrono_literals;
 using namespace test;
 using fakes::RecordedRequest;
 
-std::chrono::steady_clock::time_point in(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+std::chrono::steady_clock::time_point in(std::chrono::milliseconds d) {
+  return std::chrono::steady_clock::now() + d;
+}
 
 /// Collects what the client reports, for waits with a deadline.
 class Sink : public XdsMetrics {
  public:
   XdsCallbacks callbacks() {
     return {.post = {},
-            .on_snapshot = [this](SnapshotPtr s) { update([&] { latest_ = std::move(s); ++snapshots_; }); },
+            .on_snapshot =
+                [this](SnapshotPtr s) {
+                  update([&] {
+                    latest_ = std::move(s);
+                    ++snapshots_;
+                  });
+                },
             .on_ready = [this] { update([&] { ready_ = true; }); }};
   }
   void connection_terminated(std::string_view reason) override {
     update([&] { terminations_.emplace_back(reason); });
   }
   void message_received(std::string_view type_url, std::size_t bytes) override {
-    update([&] { messages_[std::string(type_url)] += 1; bytes_ += bytes; });
+    update([&] {
+      messages_[std::string(type_url)] += 1;
+      bytes_ += bytes;
+    });
   }
   /// Waits until `pred(latest snapshot)` holds.
-  bool wait_snapshot(const std::function<bool(const state::StateSnapshot&)>& pred, std::chrono::milliseconds d = 5s) {
+  bool wait_snapshot(const std::function<bool(const state::StateSnapshot&)>& pred,
+                     std::chrono::milliseconds d = 5s) {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, d, [&] { return latest_ && pred(*latest_); });
   }
@@ -78,7 +90,8 @@ class Sink : public XdsMetrics {
   std::size_t bytes_ = 0;
 };
 
-envoy::service::discovery::v3::Resource resource(const istio::workload::Workload& w, std::string version = "1") {
+envoy::service::discovery::v3::Resource resource(const istio::workload::Workload& w,
+                                                 std::string version = "1") {
   envoy::service::discovery::v3::DeltaDiscoveryResponse r;
   add(r, w, std::move(version));
   auto out = r.resources(0);
@@ -151,9 +164,11 @@ TEST_F(XdsClientTest, SendsNodeAndMetadataAndBecomesReadyAfterBothTypes) {
   server_->put(std::string(kAddressType), resource(pod("default", "web-1", "10.0.0.5")));
   start();
   ASSERT_TRUE(sink_.wait_ready());
-  ASSERT_TRUE(sink_.wait_snapshot([](const auto& s) { return s.workload_by_uid("Kubernetes//Pod/default/web-1") != nullptr; }));
+  ASSERT_TRUE(sink_.wait_snapshot(
+      [](const auto& s) { return s.workload_by_uid("Kubernetes//Pod/default/web-1") != nullptr; }));
 
-  auto initial = server_->wait_for([](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 1); }, in(5s));
+  auto initial = server_->wait_for(
+      [](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 1); }, in(5s));
   ASSERT_TRUE(initial) << initial.error().message();
   const auto& node = initial->request.node();
   EXPECT_EQ(node.id(), "ztunnel~10.244.0.3~meshnode-abcde.istio-system~istio-system.svc.cluster.local");
@@ -164,7 +179,8 @@ TEST_F(XdsClientTest, SendsNodeAndMetadataAndBecomesReadyAfterBothTypes) {
   EXPECT_EQ(meta.at("ISTIO_VERSION").string_value(), "1.24.0");
   EXPECT_EQ(meta.at("LABELS").struct_value().fields().at("app").string_value(), "ztunnel");
   EXPECT_EQ(initial->request.resource_names_subscribe_size(), 0) << "wildcard";
-  ASSERT_TRUE(server_->wait_for([](const RecordedRequest& r) { return initial_request_for(r, kAuthorizationType, 1); }, in(5s)));
+  ASSERT_TRUE(server_->wait_for(
+      [](const RecordedRequest& r) { return initial_request_for(r, kAuthorizationType, 1); }, in(5s)));
 
   auto md = server_->last_metadata();
   EXPECT_EQ(md.find("authorization")->second, "Bearer token-one");
@@ -184,8 +200,8 @@ TEST_F(XdsClientTest, NacksBadResourcesByNameAndAppliesTheRest) {
   ASSERT_TRUE(sink_.wait_ready());
   auto bad = pod("default", "bad", "10.0.0.9");
   bad.set_tunnel_protocol(istio::workload::LEGACY_ISTIO_MTLS);
-  std::vector<envoy::service::discovery::v3::Resource> batch = {resource(pod("default", "a", "10.0.0.1")), resource(bad),
-                                                                resource(pod("default", "b", "10.0.0.2"))};
+  std::vector<envoy::service::discovery::v3::Resource> batch = {
+      resource(pod("default", "a", "10.0.0.1")), resource(bad), resource(pod("default", "b", "10.0.0.2"))};
   auto nonces = server_->push(std::string(kAddressType), batch);
   ASSERT_EQ(nonces.size(), 1u);
   auto reply = server_->wait_reply(nonces[0], in(5s));
@@ -234,14 +250,17 @@ TEST_F(XdsClientTest, ReconnectsWithAcceptedVersionsAndKeepsServingMeanwhile) {
   server_->stop();
   ASSERT_TRUE(server_->restart());
   ASSERT_TRUE(server_->wait_streams(2, in(5s)));
-  auto initial = server_->wait_for([](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 2); }, in(5s));
+  auto initial = server_->wait_for(
+      [](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 2); }, in(5s));
   ASSERT_TRUE(initial) << initial.error().message();
   const auto& versions = initial->request.initial_resource_versions();
   ASSERT_EQ(versions.size(), 2u);
   EXPECT_EQ(versions.at("Kubernetes//Pod/default/keep"), "v7");
-  EXPECT_EQ(versions.at("Kubernetes//Pod/default/rejected"), "1") << "the rejected version 2 must not be recorded";
+  EXPECT_EQ(versions.at("Kubernetes//Pod/default/rejected"), "1")
+      << "the rejected version 2 must not be recorded";
   // The server resends only what changed (the bad v2, NACKed again); the snapshot still serves.
-  auto renack = server_->wait_for([](const RecordedRequest& r) { return r.stream == 2 && r.is_nack(); }, in(5s));
+  auto renack =
+      server_->wait_for([](const RecordedRequest& r) { return r.stream == 2 && r.is_nack(); }, in(5s));
   ASSERT_TRUE(renack);
   EXPECT_NE(sink_.latest()->workload_by_uid("Kubernetes//Pod/default/keep"), nullptr);
   EXPECT_GE(sink_.snapshots(), snapshots_before);
@@ -254,7 +273,8 @@ TEST_F(XdsClientTest, OnDemandSubscribesOnAMissAndWaitsUnderADeadline) {
   server_->put(std::string(kAddressType), resource(w));
   start(/*on_demand=*/true);
   ASSERT_TRUE(sink_.wait_ready()) << "on-demand readiness needs only Authorization";
-  auto initial = server_->wait_for([](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 1); }, in(5s));
+  auto initial = server_->wait_for(
+      [](const RecordedRequest& r) { return initial_request_for(r, kAddressType, 1); }, in(5s));
   ASSERT_TRUE(initial);
   ASSERT_EQ(initial->request.resource_names_subscribe(0), "*");
   ASSERT_EQ(initial->request.resource_names_unsubscribe(0), "*");
@@ -277,9 +297,12 @@ TEST_F(XdsClientTest, OnDemandSubscribesOnAMissAndWaitsUnderADeadline) {
   ASSERT_TRUE(wait_results(1));
   ASSERT_TRUE(results[0]) << results[0].error().message();
   EXPECT_NE((*results[0])->workload_by_address("", *base::IpAddr::parse("10.0.0.42")), nullptr);
-  ASSERT_TRUE(server_->wait_for([](const RecordedRequest& r) {
-    return r.request.resource_names_subscribe_size() == 1 && r.request.resource_names_subscribe(0) == "/10.0.0.42";
-  }, in(5s)));
+  ASSERT_TRUE(server_->wait_for(
+      [](const RecordedRequest& r) {
+        return r.request.resource_names_subscribe_size() == 1 &&
+               r.request.resource_names_subscribe(0) == "/10.0.0.42";
+      },
+      in(5s)));
 
   client_->fetch_on_demand("/10.0.0.99", in(5s), done);
   ASSERT_TRUE(wait_results(2));

@@ -9,8 +9,8 @@
 
 #include "authorization.pb.h"
 #include "discovery.pb.h"
-#include "workload.pb.h"
 #include "state/workload.hpp"
+#include "workload.pb.h"
 #include "xds/convert.hpp"
 
 namespace meshnode::xds::test {
@@ -52,7 +52,8 @@ inline istio::workload::Service service(std::string_view ns, std::string_view na
 }
 
 /// A namespace-scoped DENY policy on port `port`.
-inline istio::security::Authorization deny_port(std::string_view ns, std::string_view name, std::uint32_t port) {
+inline istio::security::Authorization deny_port(std::string_view ns, std::string_view name,
+                                                std::uint32_t port) {
   istio::security::Authorization a;
   a.set_name(std::string(name));
   a.set_namespace_(std::string(ns));
@@ -84,7 +85,8 @@ inline void add(discovery::DeltaDiscoveryResponse& resp, const istio::workload::
 }
 
 /// Adds `s` to `resp` as resource "<ns>/<hostname>".
-inline void add(discovery::DeltaDiscoveryResponse& resp, const istio::workload::Service& s, std::string version = "1") {
+inline void add(discovery::DeltaDiscoveryResponse& resp, const istio::workload::Service& s,
+                std::string version = "1") {
   istio::workload::Address address;
   *address.mutable_service() = s;
   auto* r = resp.add_resources();

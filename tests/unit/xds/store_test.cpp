@@ -83,9 +83,9 @@ TEST(ResourceStore, ToleratesUnknownFieldsAndDescriptiveUnknownEnums) {
   auto store = empty_store();
   auto w = pod("default", "future", "10.0.0.9");
   auto* unknown = w.GetReflection()->MutableUnknownFields(&w);
-  unknown->AddVarint(999, 7);             // a field a newer istiod adds
-  unknown->AddVarint(12, 42);             // workload_type = 42 (unknown enum value)
-  unknown->AddVarint(17, 9);              // status = 9
+  unknown->AddVarint(999, 7);  // a field a newer istiod adds
+  unknown->AddVarint(12, 42);  // workload_type = 42 (unknown enum value)
+  unknown->AddVarint(17, 9);   // status = 9
   auto resp = response(kAddressType);
   add(resp, w);
   auto s = service("default", "svc", "10.96.0.1");
@@ -113,7 +113,10 @@ TEST(ResourceStore, ConvertsLoadBalancingAndSkipsUnknownScopes) {
   lb->set_mode(istio::workload::LoadBalancing::FAILOVER);
   lb->set_health_policy(istio::workload::LoadBalancing::ALLOW_ALL);
   auto other = service("default", "lb2", "10.96.0.3");
-  other.mutable_load_balancing()->GetReflection()->MutableUnknownFields(other.mutable_load_balancing())->AddVarint(2, 9);
+  other.mutable_load_balancing()
+      ->GetReflection()
+      ->MutableUnknownFields(other.mutable_load_balancing())
+      ->AddVarint(2, 9);
   auto resp = response(kAddressType);
   add(resp, s);
   add(resp, other);
@@ -200,7 +203,7 @@ TEST(ResourceStore, LocalConfigWinsOverXds) {
 TEST(ResourceStore, OneUidUnderTwoResourceNamesIsRejected) {
   auto store = empty_store();
   auto resp = response(kAddressType);
-  add(resp, pod("default", "web", "10.0.0.1"));                      // named by its uid
+  add(resp, pod("default", "web", "10.0.0.1"));                       // named by its uid
   add(resp, pod("default", "web", "10.0.0.2"), "1", "another-name");  // same uid, other name
   auto outcome = store.apply(resp);
   ASSERT_EQ(outcome.rejected.size(), 1u);

@@ -150,16 +150,10 @@ state::LoadBalancing load_balancing(const pw::LoadBalancing& in) {
 }
 
 state::IpFamilies ip_families(pw::IPFamilies f) {
-  switch (f) {
-    case pw::IPV4_ONLY:
-      return state::IpFamilies::kIpv4Only;
-    case pw::IPV6_ONLY:
-      return state::IpFamilies::kIpv6Only;
-    case pw::DUAL:
-      return state::IpFamilies::kDual;
-    default:
-      return state::IpFamilies::kAutomatic;
-  }
+  using F = state::IpFamilies;
+  static constexpr std::array kFamilies = {F::kAutomatic, F::kIpv4Only, F::kIpv6Only, F::kDual};
+  auto i = static_cast<std::size_t>(f);
+  return i < kFamilies.size() ? kFamilies[i] : F::kAutomatic;  // a newer istiod's value: automatic
 }
 
 Result<state::StringMatch> string_match(const ps::StringMatch& in) {
@@ -314,29 +308,17 @@ Result<state::Authorization> to_authorization(const ps::Authorization& in) {
   A a;
   a.name = in.name();
   a.ns = in.namespace_();
-  switch (in.scope()) {
-    case ps::GLOBAL:
-      a.scope = A::Scope::kGlobal;
-      break;
-    case ps::NAMESPACE:
-      a.scope = A::Scope::kNamespace;
-      break;
-    case ps::WORKLOAD_SELECTOR:
-      a.scope = A::Scope::kWorkloadSelector;
-      break;
-    default:
-      return fail(Errc::kConfig, "unknown scope " + std::to_string(static_cast<int>(in.scope())));
-  }
-  switch (in.action()) {
-    case ps::ALLOW:
-      a.action = A::Action::kAllow;
-      break;
-    case ps::DENY:
-      a.action = A::Action::kDeny;
-      break;
-    default:
-      return fail(Errc::kConfig, "unknown action " + std::to_string(static_cast<int>(in.action())));
-  }
+  // Indexed by the wire value. An unknown scope or action is rejected, never guessed: a wrong guess
+  // either enforces a policy where it does not apply or drops a DENY.
+  static constexpr std::array kScopes = {A::Scope::kGlobal, A::Scope::kNamespace,
+                                         A::Scope::kWorkloadSelector};
+  static constexpr std::array kActions = {A::Action::kAllow, A::Action::kDeny};
+  auto scope = static_cast<std::size_t>(in.scope());
+  if (scope >= kScopes.size()) return fail(Errc::kConfig, "unknown scope " + std::to_string(in.scope()));
+  auto action = static_cast<std::size_t>(in.action());
+  if (action >= kActions.size()) return fail(Errc::kConfig, "unknown action " + std::to_string(in.action()));
+  a.scope = kScopes[scope];
+  a.action = kActions[action];
   a.dry_run = in.dry_run();
   MESHNODE_XDS_TRY(convert_list(a.rules, in.rules(), "rules", rule));
   return a;

@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libssl-dev libnghttp2-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libprotobuf-dev protobuf-compiler libnftables-dev libcurl4-openssl-dev
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libnftables-dev libcurl4-openssl-dev
   # tests and demo: real peers and real network plumbing
   iproute2 nftables iptables curl socat python3 openssl iperf3 procps
   containernetworking-plugins

@@ -157,9 +157,7 @@ struct ServerStreamRecord {
 class HboneLoopback {
  public:
   HboneLoopback() {
-    auto ca = tls::LocalCa::load_or_create(dir_.path());
-    if (!ca) throw std::runtime_error(ca.error().message());
-    certs_ = std::make_unique<tls::CertManager>(std::move(*ca));
+    certs_ = tls::testing::cert_manager_in(dir_);
     auto server = certs_->get(kServerId);
     if (!server) throw std::runtime_error(server.error().message());
     server_tls_ = *server;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fakes/direct_sockets.hpp"
+#include "unit/support/eventually.hpp"
 #include "inpod/workload_manager.hpp"
 #include "net/drain_scope.hpp"
 #include "proxy/tcp_metrics.hpp"
@@ -36,21 +37,12 @@ namespace meshnode::inpod::testing {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-inline bool eventually(const std::function<bool()>& done, Clock::duration limit = 10s) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
+using testing_support::eventually;
 
 class InpodHarness {
  public:
   InpodHarness() {
-    auto ca = tls::LocalCa::load_or_create(dir_.path());
-    if (!ca) throw std::runtime_error(ca.error().message());
-    certs_ = std::make_unique<tls::CertManager>(std::move(*ca));
+    certs_ = tls::testing::cert_manager_in(dir_);
     proxy::ProxyInputs inputs{store_, *certs_, tcp_metrics_, sockets_, tasks_, {}};
     manager_ = std::make_unique<WorkloadManager>(
         WorkloadManager::Deps{control_, {&worker_}, inputs, {false}, readiness_, registry_});

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -19,9 +19,9 @@ EventResponse error_response(int status, const std::string& reason) {
   return json_response(status, {{"error", reason}});
 }
 
-PodRecord record_of(const PluginEvent& event) {
+PodRecord record_of(const nodeapi::PluginEvent& event) {
   PodRecord record{event.pod_uid, event.pod_name, event.pod_namespace, event.service_account, event.netns, {}};
-  for (const PodIp& ip : event.ips) record.ips.push_back(ip.ip.to_string());
+  for (const nodeapi::PodIp& ip : event.ips) record.ips.push_back(ip.ip.to_string());
   return record;
 }
 
@@ -35,7 +35,7 @@ nodeapi::zds::WorkloadInfo workload_info(const PodRecord& record) {
   return info;
 }
 
-Agent::Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore store)
+Agent::Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore store)
     : options_(std::move(options)),
       metrics_(metrics),
       enrolled_gauge_(metrics.gauge("meshnode_agent_enrolled_pods", "Pods enrolled by this node agent.")),
@@ -44,7 +44,7 @@ Agent::Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore sto
 
 Agent::~Agent() { stop(); }
 
-Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options, admin::MetricsRegistry& metrics) {
+Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options, telemetry::MetricsRegistry& metrics) {
   auto store = PodStore::open(options.run_dir);
   if (!store) return std::unexpected(store.error());
   std::unique_ptr<Agent> agent(new Agent(std::move(options), metrics, std::move(*store)));
@@ -83,8 +83,8 @@ void Agent::count(const std::string& event, int status) {
 }
 
 EventResponse Agent::handle(const EventRequest& request) {
-  static const std::map<std::string, EventKind, std::less<>> kRoutes = {
-      {"/cmdadd", EventKind::kAdd}, {"/cmddel", EventKind::kDel}, {"/cmdcheck", EventKind::kCheck}};
+  static const std::map<std::string, nodeapi::EventKind, std::less<>> kRoutes = {
+      {"/cmdadd", nodeapi::EventKind::kAdd}, {"/cmddel", nodeapi::EventKind::kDel}, {"/cmdcheck", nodeapi::EventKind::kCheck}};
   const auto route = kRoutes.find(request.path);
   const std::string name = route == kRoutes.end() ? "unknown" : request.path.substr(1);
   EventResponse response;
@@ -92,11 +92,11 @@ EventResponse Agent::handle(const EventRequest& request) {
     response = error_response(404, "unknown path " + request.path + " (known: /cmdadd /cmddel /cmdcheck)");
   } else if (request.method != "POST") {
     response = error_response(405, "use POST");
-  } else if (auto event = parse_plugin_event(request.body, route->second); !event) {
+  } else if (auto event = nodeapi::parse_plugin_event(request.body, route->second); !event) {
     response = error_response(400, event.error().context);
-  } else if (route->second == EventKind::kAdd) {
+  } else if (route->second == nodeapi::EventKind::kAdd) {
     response = handle_add(*event);
-  } else if (route->second == EventKind::kDel) {
+  } else if (route->second == nodeapi::EventKind::kDel) {
     response = handle_del(*event);
   } else {
     response = handle_check(*event);
@@ -110,7 +110,7 @@ Result<base::Netns> Agent::open_netns(const std::string& path) const {
   return base::Netns::open(options_.netns_root + path);
 }
 
-EventResponse Agent::handle_add(const PluginEvent& event) {
+EventResponse Agent::handle_add(const nodeapi::PluginEvent& event) {
   const Enrollment decision = decide(options_.policy, event.pod_namespace, event.pod_name);
   if (!decision.enroll) return json_response(200, {{"enrolled", false}, {"reason", decision.reason}});
   auto opened = open_netns(event.netns);
@@ -136,6 +136,7 @@ EventResponse Agent::handle_add(const PluginEvent& event) {
 
 // Rolls an ADD back completely: no rules, no record, no proxy keeps the pod.
 EventResponse Agent::fail_add(const PodRecord& record, const base::Netns& netns, const std::string& reason) {
+  // Ignored: the pod may never have been recorded as enrolled; what matters is that it is not now.
   (void)take_pod(record.uid);
   if (zds_->connections() > 0) zds_->del(record.uid);
   if (auto erased = store_.erase(record.uid); !erased) spdlog::warn("run dir: {}", erased.error().message());
@@ -146,7 +147,7 @@ EventResponse Agent::fail_add(const PodRecord& record, const base::Netns& netns,
   return error_response(500, reason);
 }
 
-EventResponse Agent::handle_del(const PluginEvent& event) {
+EventResponse Agent::handle_del(const nodeapi::PluginEvent& event) {
   auto pod = take_pod(event.pod_uid);
   const bool policy_enrolls = decide(options_.policy, event.pod_namespace, event.pod_name).enroll;
   if (pod || policy_enrolls) zds_->del(event.pod_uid);
@@ -174,7 +175,7 @@ std::size_t Agent::release_all_pods() {
   for (const std::string& uid : uids) {
     auto pod = find_pod(uid);
     if (!pod) continue;
-    PluginEvent del;
+    nodeapi::PluginEvent del;
     del.pod_uid = uid;
     del.pod_name = pod->record.name;
     del.pod_namespace = pod->record.namespace_;
@@ -184,7 +185,7 @@ std::size_t Agent::release_all_pods() {
   return uids.size();
 }
 
-EventResponse Agent::handle_check(const PluginEvent& event) {
+EventResponse Agent::handle_check(const nodeapi::PluginEvent& event) {
   auto pod = find_pod(event.pod_uid);
   if (!pod) {
     if (!decide(options_.policy, event.pod_namespace, event.pod_name).enroll) {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "agent/event_server.hpp"
-#include "agent/plugin_event.hpp"
+#include "nodeapi/plugin_event.hpp"
 #include "agent/pod_store.hpp"
 #include "agent/policy.hpp"
 #include "agent/redirect.hpp"
@@ -16,10 +16,10 @@
 #include "base/error.hpp"
 #include "base/netns.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 class MetricsRegistry;
 class Gauge;
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry
 
 namespace meshnode::agent {
 
@@ -38,7 +38,7 @@ struct AgentOptions {
 /// meshnode-agent's core (issue 4): enrollment, in-pod rules, the ZDS server and the plugin-event
 /// server, with the enrolled pods persisted in the run dir.
 ///
-/// Plugin events (research §2.5), all POST with a JSON body (plugin_event.hpp):
+/// Plugin events (research §2.5), all POST with a JSON body (nodeapi/plugin_event.hpp):
 /// - `/cmdadd`: 400 naming the bad field; not enrolled by policy → 200 `{"enrolled":false,...}`;
 ///   otherwise open the netns, apply rules, persist, AddWorkload+fd to the newest proxy and answer
 ///   200 `{"enrolled":true}` only after its Ack. Any failure → rules removed, record dropped, 500
@@ -59,7 +59,7 @@ class Agent {
   /// Loads the run dir, restores pods, starts the ZDS and event servers. `metrics` must outlive
   /// the agent. Errc::kIo/kInvalidArgument when a socket or the run dir cannot be set up.
   [[nodiscard]] static base::Result<std::unique_ptr<Agent>> start(AgentOptions options,
-                                                                 admin::MetricsRegistry& metrics);
+                                                                 telemetry::MetricsRegistry& metrics);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -87,10 +87,10 @@ class Agent {
     std::shared_ptr<const base::Netns> netns;  ///< null when the netns could not be re-opened
   };
 
-  Agent(AgentOptions options, admin::MetricsRegistry& metrics, PodStore store);
-  EventResponse handle_add(const PluginEvent& event);
-  EventResponse handle_del(const PluginEvent& event);
-  EventResponse handle_check(const PluginEvent& event);
+  Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore store);
+  EventResponse handle_add(const nodeapi::PluginEvent& event);
+  EventResponse handle_del(const nodeapi::PluginEvent& event);
+  EventResponse handle_check(const nodeapi::PluginEvent& event);
   EventResponse fail_add(const PodRecord& record, const base::Netns& netns, const std::string& reason);
   void restore_pods();
   std::vector<ZdsServer::SnapshotEntry> snapshot() const;
@@ -101,8 +101,8 @@ class Agent {
   void count(const std::string& event, int status);
 
   AgentOptions options_;
-  admin::MetricsRegistry& metrics_;
-  admin::Gauge& enrolled_gauge_;
+  telemetry::MetricsRegistry& metrics_;
+  telemetry::Gauge& enrolled_gauge_;
   PodStore store_;
   std::unique_ptr<Redirector> redirector_;
   std::unique_ptr<ZdsServer> zds_;

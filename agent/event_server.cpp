@@ -1,5 +1,5 @@
 // Blocking HTTP/1.1 over AF_UNIX for the CNI plugin events. The request head is parsed with the
-// admin server's parser (pure functions); the admin HttpServer itself only listens on TCP.
+// http library's parser (pure functions); its HttpServer itself only listens on TCP.
 #include "agent/event_server.hpp"
 
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "admin/http_message.hpp"
+#include "http/http_message.hpp"
 #include "base/unique_fd.hpp"
 
 namespace meshnode::agent {
@@ -38,7 +38,7 @@ Result<UniqueFd> listen_unix(const std::string& path) {
     // change that directory's mode.
     const bool created = std::filesystem::create_directories(dir, ec);
     if (ec) return fail(Errc::kIo, "mkdir " + dir.string(), ec);
-    if (created) ::chmod(dir.c_str(), 0750);
+    if (created && ::chmod(dir.c_str(), 0750) != 0) return base::fail_errno("chmod " + dir.string(), errno);
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return base::fail_errno("unlink " + path, errno);
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -101,13 +101,13 @@ void EventServer::Impl::run() {
 
 ReadOutcome EventServer::Impl::read_request(int fd, Clock::time_point deadline) {
   std::string buffer;
-  admin::HeadParse parsed;
+  http::HeadParse parsed;
   char chunk[4096];
   while (true) {
-    parsed = admin::parse_request_head(buffer);
-    if (parsed.status == admin::HeadStatus::kComplete) break;
-    if (parsed.status == admin::HeadStatus::kBad) return {std::nullopt, error_response(400, "malformed request")};
-    if (parsed.status == admin::HeadStatus::kTooLarge || buffer.size() > limits.max_head_bytes) {
+    parsed = http::parse_request_head(buffer);
+    if (parsed.status == http::HeadStatus::kComplete) break;
+    if (parsed.status == http::HeadStatus::kBad) return {std::nullopt, error_response(400, "malformed request")};
+    if (parsed.status == http::HeadStatus::kTooLarge || buffer.size() > limits.max_head_bytes) {
       return {std::nullopt, error_response(431, "request head too large")};
     }
     if (!wait_for(fd, POLLIN, deadline)) return {};
@@ -115,7 +115,7 @@ ReadOutcome EventServer::Impl::read_request(int fd, Clock::time_point deadline) 
     if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) return {};
     if (n > 0) buffer.append(chunk, static_cast<std::size_t>(n));
   }
-  const admin::ParsedHead& head = parsed.head;
+  const http::ParsedHead& head = parsed.head;
   if (head.has_transfer_encoding) return {std::nullopt, error_response(501, "transfer-encoding not supported")};
   if (head.content_length > limits.max_body_bytes) return {std::nullopt, error_response(413, "body too large")};
   EventRequest request{head.request.method, head.request.path, buffer.substr(head.head_bytes)};
@@ -130,11 +130,11 @@ ReadOutcome EventServer::Impl::read_request(int fd, Clock::time_point deadline) 
 }
 
 void EventServer::Impl::write_response(int fd, const EventResponse& response, Clock::time_point deadline) {
-  admin::HttpResponse http;
+  http::HttpResponse http;
   http.status = response.status;
   http.content_type = response.content_type;
   http.body = response.body;
-  const std::string bytes = admin::serialize_response(http, /*keep_alive=*/false, /*head_only=*/false);
+  const std::string bytes = http::serialize_response(http, /*keep_alive=*/false, /*head_only=*/false);
   std::size_t sent = 0;
   while (sent < bytes.size()) {
     if (!wait_for(fd, POLLOUT, deadline)) return;
@@ -187,10 +187,12 @@ Result<std::unique_ptr<EventServer>> EventServer::start(std::string path, EventH
 void EventServer::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   const char byte = 0;
+  // Ignored: a write can only fail on a full pipe, which already wakes the thread.
   (void)!::write(impl_->wake_write.get(), &byte, 1);
   if (impl_->thread.joinable()) impl_->thread.join();
   impl_->listener.reset();
-  ::unlink(impl_->path.c_str());
+  // Best effort: a leftover socket file is replaced by the next start (listen_unix unlinks it).
+  (void)::unlink(impl_->path.c_str());
 }
 
 }  // namespace meshnode::agent

@@ -62,7 +62,8 @@ bool pump(UniqueFd& in, std::string_view input, UniqueFd& out, UniqueFd& err, Ex
           std::chrono::steady_clock::time_point deadline) {
   std::size_t written = 0;
   if (input.empty()) in.reset();
-  if (in) ::fcntl(in.get(), F_SETFL, O_NONBLOCK);
+  // A blocking stdin could stall the pump past its deadline: fail as a missed deadline would.
+  if (in && ::fcntl(in.get(), F_SETFL, O_NONBLOCK) != 0) return false;
   while (out || err) {
     std::array<pollfd, 3> fds{pollfd{in.get(), POLLOUT, 0}, pollfd{out.get(), POLLIN, 0}, pollfd{err.get(), POLLIN, 0}};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

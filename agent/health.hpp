@@ -9,10 +9,12 @@
 namespace asio {
 class io_context;
 }
-namespace meshnode::admin {
+namespace meshnode::http {
 class HttpServer;
+}  // namespace meshnode::http
+namespace meshnode::telemetry {
 class MetricsRegistry;
-}  // namespace meshnode::admin
+}  // namespace meshnode::telemetry
 
 namespace meshnode::agent {
 
@@ -24,14 +26,14 @@ class CniInstaller;
 /// reason) on the health port (8000), Prometheus `/metrics` on the
 /// monitoring port (15014). Both on `host`; port 0 = ephemeral.
 struct HealthServers {
-  std::unique_ptr<admin::HttpServer> health;
-  std::unique_ptr<admin::HttpServer> metrics;
+  std::unique_ptr<http::HttpServer> health;
+  std::unique_ptr<http::HttpServer> metrics;
 };
 
 /// Starts both servers on `io` (run by one thread). `agent`, `registry` and `installer` (nullable:
 /// no install step) must outlive them. Errc::kIo naming host:port when a bind fails.
 [[nodiscard]] base::Result<HealthServers> start_health_servers(asio::io_context& io, const Agent& agent,
-                                                               const admin::MetricsRegistry& registry,
+                                                               const telemetry::MetricsRegistry& registry,
                                                                const std::string& host, std::uint16_t health_port,
                                                                std::uint16_t metrics_port,
                                                                const CniInstaller* installer = nullptr);

@@ -9,8 +9,8 @@
 #include <iostream>
 #include <thread>
 
-#include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
+#include "http/http_server.hpp"
+#include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 #include "agent/cni_install.hpp"
 #include "agent/health.hpp"
@@ -134,7 +134,7 @@ int run(Flags& flags) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  meshnode::admin::MetricsRegistry registry;
+  meshnode::telemetry::MetricsRegistry registry;
   auto agent = meshnode::agent::Agent::start(flags.options, registry);
   if (!agent) {
     spdlog::error("meshnode-agent: cannot start: {}", agent.error().message());

@@ -57,6 +57,8 @@ class NftRedirector final : public Redirector {
       if (loaded->rc != 0) return fail(Errc::kIo, "nft load in " + netns.description() + ": " + trimmed(loaded->err));
       auto routed = add_policy_routing(config_);
       if (!routed) {
+        // Best-effort rollback: the ADD fails with `routed`'s reason either way, and the agent's
+        // fail-closed path removes the pod's rules again.
         (void)nft_run(render_nft_removal(config_));
         (void)remove_policy_routing(config_);
         return routed;
@@ -110,11 +112,13 @@ class IptablesRedirector final : public Redirector {
       for (Family family : {Family::kV4, Family::kV6}) {
         auto restored = run_checked({restore_tool(family), "--noflush", "-w"}, render_iptables(config_, family));
         if (!restored) {
+          // Best-effort rollback: the apply fails with `restored`'s reason either way.
           (void)remove_here();
           return std::unexpected(restored.error());
         }
       }
       if (auto routed = add_policy_routing(config_); !routed) {
+        // Best-effort rollback: the apply fails with `routed`'s reason either way.
         (void)remove_here();
         return routed;
       }

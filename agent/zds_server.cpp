@@ -8,13 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -50,7 +52,7 @@ struct Connection {
 struct ZdsServer::Impl {
   Options options;
   SnapshotFn snapshot;
-  admin::Gauge* connected_gauge = nullptr;
+  telemetry::Gauge* connected_gauge = nullptr;
   UniqueFd listener;
   UniqueFd wake_read, wake_write;
   std::thread thread;
@@ -144,7 +146,11 @@ void ZdsServer::Impl::accept_one() {
   while (recent_accepts.size() > kMaxAcceptsPerSecond) recent_accepts.pop_front();
   timeval send_timeout{static_cast<time_t>(options.ack_timeout.count() / 1000),
                        static_cast<suseconds_t>((options.ack_timeout.count() % 1000) * 1000)};
-  ::setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+  // Without a send timeout a proxy that stops reading would block the agent's thread: refuse it.
+  if (::setsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout) != 0) {
+    spdlog::warn("zds: cannot bound sends to a proxy (SO_SNDTIMEO): {}; closing it", std::strerror(errno));
+    return;
+  }
   if (auto ready = wait_readable(fd->get(), Clock::now() + options.hello_timeout); !ready) {
     spdlog::warn("zds: proxy sent no hello: {}", ready.error().message());
     return;
@@ -189,7 +195,7 @@ ZdsServer::ZdsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ZdsServer::~ZdsServer() { stop(); }
 
-Result<std::unique_ptr<ZdsServer>> ZdsServer::start(Options options, SnapshotFn snapshot, admin::Gauge* connected) {
+Result<std::unique_ptr<ZdsServer>> ZdsServer::start(Options options, SnapshotFn snapshot, telemetry::Gauge* connected) {
   auto impl = std::make_unique<Impl>();
   auto listener = nodeapi::listen_seqpacket(options.path);
   if (!listener) return std::unexpected(listener.error());
@@ -197,7 +203,7 @@ Result<std::unique_ptr<ZdsServer>> ZdsServer::start(Options options, SnapshotFn 
   if (::pipe2(wake, O_CLOEXEC) != 0) return base::fail_errno("pipe2", errno);
   impl->wake_read.reset(wake[0]);
   impl->wake_write.reset(wake[1]);
-  ::fcntl(listener->get(), F_SETFL, O_NONBLOCK);
+  if (::fcntl(listener->get(), F_SETFL, O_NONBLOCK) != 0) return base::fail_errno("fcntl O_NONBLOCK " + options.path, errno);
   impl->listener = std::move(*listener);
   impl->options = std::move(options);
   impl->snapshot = std::move(snapshot);
@@ -252,13 +258,15 @@ std::size_t ZdsServer::connections() const {
 void ZdsServer::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   const char byte = 0;
+  // Ignored: a write can only fail on a full pipe, which already wakes the thread.
   (void)!::write(impl_->wake_write.get(), &byte, 1);
   if (impl_->thread.joinable()) impl_->thread.join();
   std::lock_guard lock(impl_->mutex);
   impl_->connections.clear();
   impl_->publish();
   impl_->listener.reset();
-  ::unlink(impl_->options.path.c_str());
+  // Best effort: a leftover socket file is replaced by the next start (listen_seqpacket unlinks it).
+  (void)::unlink(impl_->options.path.c_str());
 }
 
 }  // namespace meshnode::agent

@@ -12,7 +12,7 @@
 #include "base/netns.hpp"
 #include "nodeapi/zds.hpp"
 
-namespace meshnode::admin {
+namespace meshnode::telemetry {
 class Gauge;
 }
 
@@ -51,7 +51,7 @@ class ZdsServer {
   /// number of proxies past their snapshot (`ztunnel_connected`).
   /// @returns Errc::kIo / kInvalidArgument from listen_seqpacket.
   [[nodiscard]] static base::Result<std::unique_ptr<ZdsServer>> start(Options options, SnapshotFn snapshot,
-                                                                     admin::Gauge* connected = nullptr);
+                                                                     telemetry::Gauge* connected = nullptr);
   ~ZdsServer();
   ZdsServer(const ZdsServer&) = delete;
   ZdsServer& operator=(const ZdsServer&) = delete;

@@ -79,7 +79,7 @@ void BM_Authorize(benchmark::State& state) {
   auto destination = snapshot->workload_by_uid("server");
 
   AuthzRequest request;
-  request.source = base::SocketAddr::parse("10.0.0.1:40000").value();
+  request.source = base::ClientAddr{base::SocketAddr::parse("10.0.0.1:40000").value()};
   request.source_identity = base::SpiffeId::parse("spiffe://cluster.local/ns/client/sa/client").value();
   request.destination = base::SocketAddr::parse("10.1.0.1:8080").value();
   request.destination_workload = destination.get();

@@ -48,7 +48,7 @@ base::Result<base::UniqueFd> connect_unix(const std::string& path, Clock::time_p
   // A Unix-socket connect only blocks while the listener's backlog is full; SO_SNDTIMEO bounds that.
   const int ms = remaining_ms(deadline);
   timeval tv{ms / 1000, (ms % 1000) * 1000};
-  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) return base::fail_errno("SO_SNDTIMEO", errno);
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
     if (err == EAGAIN || err == EINPROGRESS)

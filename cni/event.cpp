@@ -1,7 +1,5 @@
 #include "cni/event.hpp"
 
-#include <array>
-
 namespace meshnode::cni {
 
 namespace {
@@ -13,35 +11,10 @@ std::unexpected<CniError> invalid(std::string_view version, std::string msg, std
       CniError{std::string(version), ErrorCode::kInvalidNetworkConfig, std::move(msg), std::move(details)});
 }
 
-std::string netmask_bytes(const PodIp& ip) {
-  const std::size_t len = ip.address.is_v4() ? 4 : 16;
-  std::string mask(len, '\0');
-  for (std::size_t bit = 0; bit < ip.prefix_len && bit < len * 8; ++bit) {
-    mask[bit / 8] = static_cast<char>(static_cast<unsigned char>(mask[bit / 8]) | (0x80u >> (bit % 8)));
-  }
-  return mask;
-}
-
 }  // namespace
 
-std::string base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t n = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 2]);
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
-    out.push_back(i + 2 < bytes.size() ? kAlphabet[n & 63] : '=');
-  }
-  return out;
-}
-
-std::expected<std::vector<PodIp>, CniError> pod_ips(const OrderedJson& prev_result, std::string_view v) {
-  std::vector<PodIp> ips;
+std::expected<std::vector<nodeapi::PodIp>, CniError> pod_ips(const OrderedJson& prev_result, std::string_view v) {
+  std::vector<nodeapi::PodIp> ips;
   if (prev_result.is_null()) return ips;
   auto list = prev_result.find("ips");
   if (list == prev_result.end() || list->is_null()) return ips;
@@ -50,14 +23,14 @@ std::expected<std::vector<PodIp>, CniError> pod_ips(const OrderedJson& prev_resu
     const auto& entry = (*list)[i];
     const std::string at = "prevResult.ips[" + std::to_string(i) + "]";
     if (!entry.is_object()) return invalid(v, at + ": must be an object");
-    PodIp ip;
+    nodeapi::PodIp ip;
     auto address = entry.find("address");
     if (address == entry.end() || !address->is_string())
       return invalid(v, at + ".address: required CIDR string");
     const auto& text = address->get_ref<const std::string&>();
     auto net = base::IpNet::parse(text);
     if (!net || text.find('/') == std::string::npos) return invalid(v, at + ".address: not ip/len", text);
-    ip.address = net->addr;
+    ip.ip = net->addr;
     ip.prefix_len = net->prefix_len;
     if (auto gw = entry.find("gateway"); gw != entry.end() && !gw->is_null()) {
       auto parsed = gw->is_string()
@@ -80,23 +53,15 @@ std::expected<std::vector<PodIp>, CniError> pod_ips(const OrderedJson& prev_resu
 std::expected<std::string, CniError> build_event_json(const Request& request) {
   auto ips = pod_ips(request.config.prev_result, request.config.cni_version);
   if (!ips) return std::unexpected(ips.error());
-  OrderedJson body;
-  body["Netns"] = request.netns;
-  body["PodName"] = request.pod.name;
-  body["PodNamespace"] = request.pod.ns;
-  body["IPs"] = OrderedJson::array();
-  for (const PodIp& ip : *ips) {
-    OrderedJson entry;
-    entry["Interface"] = ip.interface ? OrderedJson(*ip.interface) : OrderedJson(nullptr);
-    entry["Address"]["IP"] = ip.address.to_string();
-    entry["Address"]["Mask"] = base64(netmask_bytes(ip));
-    entry["Gateway"] = ip.gateway ? OrderedJson(ip.gateway->to_string()) : OrderedJson(nullptr);
-    body["IPs"].push_back(std::move(entry));
-  }
-  body["PodUID"] = request.pod.uid;
-  body["ContainerID"] = request.container_id;
-  body["IfName"] = request.ifname;
-  return body.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  nodeapi::PluginEvent event;
+  event.netns = request.netns;
+  event.pod_name = request.pod.name;
+  event.pod_namespace = request.pod.ns;
+  event.ips = std::move(*ips);
+  event.pod_uid = request.pod.uid;
+  event.container_id = request.container_id;
+  event.ifname = request.ifname;
+  return nodeapi::encode_plugin_event(event);
 }
 
 }  // namespace meshnode::cni

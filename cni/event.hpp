@@ -8,26 +8,20 @@
 #include <vector>
 
 #include "base/ip.hpp"
+#include "nodeapi/plugin_event.hpp"
 #include "cni/request.hpp"
 #include "cni/spec.hpp"
 
 namespace meshnode::cni {
 
-/// One address of the pod, as the chained prevResult lists it (CNI spec 1.0 §Result `ips[]`).
-struct PodIp {
-  std::optional<int> interface;  ///< index into prevResult `interfaces`, when given
-  base::IpAddr address;          ///< host address (not the network address)
-  std::uint8_t prefix_len = 0;   ///< from the CIDR of `address`
-  std::optional<base::IpAddr> gateway;
-};
-
 /// Reads `ips[]` of a prevResult (null prevResult → empty). Each entry needs `address` as
 /// "ip/len"; `gateway` (IP text) and `interface` (integer ≥ 0) are optional. Code 7 naming
 /// `prevResult.ips[i].<field>` otherwise. Pure.
-[[nodiscard]] std::expected<std::vector<PodIp>, CniError> pod_ips(const nlohmann::ordered_json& prev_result,
+[[nodiscard]] std::expected<std::vector<nodeapi::PodIp>, CniError> pod_ips(const nlohmann::ordered_json& prev_result,
                                                                   std::string_view cni_version);
 
-/// The body POSTed to the agent's `/cmdadd`, `/cmddel` and `/cmdcheck`: the reference
+/// The body POSTed to the agent's `/cmdadd`, `/cmddel` and `/cmdcheck`: `request` as a
+/// nodeapi::PluginEvent (the one schema plugin and agent share), i.e. the reference
 /// `CNIPluginAddEvent` encoding (Go's default JSON field names, research §2.5), first four fields
 /// in the reference order, then our additions, which Go's decoder and ours ignore if unknown:
 ///
@@ -41,8 +35,5 @@ struct PodIp {
 /// `IPs` is [] when prevResult has none; `Netns` may be "" on DEL; `PodUID` "" when CNI_ARGS has no
 /// K8S_POD_UID. Errors: those of pod_ips. Pure.
 [[nodiscard]] std::expected<std::string, CniError> build_event_json(const Request& request);
-
-/// Standard base64 (RFC 4648 §4, with padding). Pure.
-[[nodiscard]] std::string base64(std::string_view bytes);
 
 }  // namespace meshnode::cni

@@ -1,5 +1,3 @@
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
@@ -13,17 +11,20 @@
 #include <thread>
 
 #include "admin/admin_routes.hpp"
-#include "admin/http_server.hpp"
-#include "admin/metrics.hpp"
-#include "admin/readiness.hpp"
-#include "admin/tcp_metrics.hpp"
-#include "app/config_dump.hpp"
+#include "admin/config_dump.hpp"
+#include "http/http_server.hpp"
+#include "http/telemetry_routes.hpp"
+#include "telemetry/metrics.hpp"
+#include "telemetry/readiness.hpp"
+#include "proxy/tcp_metrics.hpp"
 #include "app/options.hpp"
 #include "base/log.hpp"
 #include "config/local_config.hpp"
 #include "inpod/workload_manager.hpp"
 #include "inpod/zds_client.hpp"
 #include "net/awaitable.hpp"
+#include "net/drain_scope.hpp"
+#include "net/socket_factory.hpp"
 #include "tls/local_ca.hpp"
 
 namespace meshnode::app {
@@ -34,6 +35,8 @@ using base::fail;
 using base::Result;
 
 constexpr std::string_view kVersion = "0.1.0";
+// After the drain deadline, how long the reset connections get to end before the workers stop.
+constexpr std::chrono::milliseconds kAbortGrace{1000};
 
 /// "5s", "500ms", "2m" or a bare number of seconds.
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
@@ -84,20 +87,22 @@ class ProxyApp {
            std::chrono::milliseconds deadline)
       : options_(o),
         deadline_(deadline),
+        data_tasks_("data path", &task_failures("data")),
+        control_tasks_("control", &task_failures("control")),
         state_(std::move(snapshot)),
         certs_(std::move(ca)),
         tcp_metrics_(registry_),
-        admin_(control_, "admin"),
-        metrics_(control_, "metrics"),
-        readiness_server_(control_, "readiness") {
-    admin::register_build_info(registry_, kVersion);
+        admin_(control_, "admin", &task_failures("http")),
+        metrics_(control_, "metrics", &task_failures("http")),
+        readiness_server_(control_, "readiness", &task_failures("http")) {
+    telemetry::register_build_info(registry_, kVersion);
     for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
   }
 
   int run(std::vector<StaticPod> pods);
 
  private:
-  Result<void> listen(admin::HttpServer& server, const std::string& addr);
+  Result<void> listen(http::HttpServer& server, const std::string& addr);
   /// Re-reads the local config; on success publishes the new snapshot and re-checks live inbound
   /// connections against its policies. A bad file keeps the previous state (logged, counted).
   void reload(std::string_view why);
@@ -107,24 +112,38 @@ class ProxyApp {
   void stop_workers();
   std::string dump() const;
   asio::awaitable<void> shutdown();
+  /// Starts shutdown (signal, /quitquitquit) as a control task.
+  void begin_shutdown();
+  /// meshnode_task_failures_total{scope}: tasks that ended with an exception (a bug, never silent).
+  telemetry::Counter& task_failures(std::string_view scope) {
+    return registry_.counter("meshnode_task_failures_total",
+                             "Tasks (connections, sessions, loops) that ended with an exception, by scope",
+                             {{"scope", std::string(scope)}});
+  }
 
   Options options_;
   std::chrono::milliseconds deadline_;
+  telemetry::MetricsRegistry registry_;
+  net::InPodSockets sockets_;
+  /// Every connection, session and accept loop of every pod (shutdown waits for it to empty).
+  net::DrainScope data_tasks_;
+  /// The control thread's loops (ZDS, config watch, shutdown).
+  net::DrainScope control_tasks_;
   asio::io_context control_{1};
   std::vector<std::unique_ptr<asio::io_context>> workers_;
   std::vector<std::thread> threads_;
-  proxy::StateStore state_;
+  state::StateStore state_;
   tls::CertManager certs_;
-  admin::MetricsRegistry registry_;
-  admin::TcpMetrics tcp_metrics_;
-  admin::Readiness readiness_;
-  admin::HttpServer admin_;
-  admin::HttpServer metrics_;
-  admin::HttpServer readiness_server_;
+  proxy::TcpMetrics tcp_metrics_;
+  telemetry::Readiness readiness_;
+  http::HttpServer admin_;
+  http::HttpServer metrics_;
+  http::HttpServer readiness_server_;
   std::unique_ptr<inpod::WorkloadManager> pods_;
   std::unique_ptr<inpod::ZdsClient> zds_;
   bool shutting_down_ = false;
   asio::signal_set hup_{control_, SIGHUP};
+  asio::steady_timer config_tick_{control_};
 };
 
 /// What identifies one version of the config file: an atomic rename changes the inode, an
@@ -160,10 +179,10 @@ asio::awaitable<void> ProxyApp::watch_config() {
   // Polling (250 ms) rather than inotify: it also sees the file replaced through a symlink swap
   // (Kubernetes ConfigMap updates) and costs one stat per tick.
   auto last = stamp_of(options_.config_path);
-  asio::steady_timer tick(control_);
   while (!shutting_down_) {
-    tick.expires_after(std::chrono::milliseconds(250));
-    co_await tick.async_wait(net::kNoThrow);
+    config_tick_.expires_after(std::chrono::milliseconds(250));
+    co_await config_tick_.async_wait(net::kNoThrow);
+    if (shutting_down_) break;
     auto now = stamp_of(options_.config_path);
     if (now == last) continue;
     last = now;
@@ -179,7 +198,7 @@ void ProxyApp::watch_sighup() {
   });
 }
 
-Result<void> ProxyApp::listen(admin::HttpServer& server, const std::string& addr) {
+Result<void> ProxyApp::listen(http::HttpServer& server, const std::string& addr) {
   auto parsed = base::SocketAddr::parse(addr);
   if (!parsed) return fail(Errc::kConfig, "listen address: " + parsed.error().context);
   return server.listen(parsed->ip.to_string(), parsed->port);
@@ -201,11 +220,11 @@ void ProxyApp::stop_workers() {
 }
 
 std::string ProxyApp::dump() const {
-  std::vector<EnrolledPod> pods;
+  std::vector<admin::EnrolledPod> pods;
   if (pods_) {
     for (const auto& p : pods_->dump()) pods.push_back({p.uid, p.who.name, p.who.ns, p.who.service_account, p.netns, p.state});
   }
-  return config_dump_json(*state_.load(), pods, certs_.dump());
+  return admin::config_dump_json(*state_.load(), pods, certs_.dump());
 }
 
 asio::awaitable<void> ProxyApp::shutdown() {
@@ -213,37 +232,38 @@ asio::awaitable<void> ProxyApp::shutdown() {
   shutting_down_ = true;
   spdlog::info("shutdown: closing listeners, draining connections for up to {} ms", deadline_.count());
   if (zds_) zds_->stop();
+  config_tick_.cancel();
   if (pods_) pods_->stop_accepting_all();
-  auto until = std::chrono::steady_clock::now() + deadline_;
-  asio::steady_timer tick(control_);
-  for (;;) {
-    std::size_t open = pods_ ? pods_->active_connections() : 0;
-    if (open == 0 || std::chrono::steady_clock::now() >= until) {
-      if (open > 0) spdlog::warn("shutdown: deadline reached, closing {} open connections", open);
-      break;
-    }
-    tick.expires_after(std::chrono::milliseconds(20));
-    co_await tick.async_wait(net::kNoThrow);
+  // Woken by the last connection's end; the deadline bounds the wait (no polling).
+  const auto drain_until = std::chrono::steady_clock::now() + deadline_;
+  const bool drained = co_await data_tasks_.wait_idle(drain_until);
+  if (!drained) {
+    spdlog::warn("shutdown: deadline reached, closing {} open connections", pods_ ? pods_->active_connections() : 0);
   }
-  if (pods_) pods_->clear();  // aborts what is left, on each worker
+  if (pods_) pods_->clear();  // resets what is left, on each worker
+  data_tasks_.cancel();
+  // The resets run on the workers; wait until their tasks have ended before stopping the workers.
+  const auto abort_until = std::chrono::steady_clock::now() + kAbortGrace;
+  if (!co_await data_tasks_.wait_idle(abort_until)) {
+    spdlog::warn("shutdown: {} data-path tasks still running {} ms after the reset", data_tasks_.active(),
+                 kAbortGrace.count());
+  }
   std::error_code ignored;
   hup_.cancel(ignored);
   admin_.stop();
   metrics_.stop();
   readiness_server_.stop();
-  // Let the workers run the posted aborts before they stop.
-  tick.expires_after(std::chrono::milliseconds(50));
-  co_await tick.async_wait(net::kNoThrow);
   control_.stop();
 }
 
+void ProxyApp::begin_shutdown() { control_tasks_.spawn(control_.get_executor(), shutdown(), "shutdown"); }
+
 int ProxyApp::run(std::vector<StaticPod> pods) {
   readiness_.add_pending("proxy");
-  admin::add_readiness_routes(readiness_server_, readiness_);
-  admin::add_metrics_routes(metrics_, registry_);
-  admin::add_admin_routes(admin_, [this] { return dump(); },
-                          [this] { asio::co_spawn(control_, shutdown(), asio::detached); });
-  admin_.route("/debug/authz", [this](const admin::HttpRequest& req) { return debug_authz(*state_.load(), req.query); });
+  http::add_readiness_routes(readiness_server_, readiness_);
+  http::add_metrics_routes(metrics_, registry_);
+  admin::add_admin_routes(admin_, [this] { return dump(); }, [this] { begin_shutdown(); });
+  admin_.route("/debug/authz", [this](const http::HttpRequest& req) { return admin::debug_authz(*state_.load(), req.query); });
   for (auto [server, addr] : {std::pair{&admin_, options_.admin_addr}, std::pair{&metrics_, options_.metrics_addr},
                               std::pair{&readiness_server_, options_.readiness_addr}}) {
     if (auto ok = listen(*server, addr); !ok) {
@@ -252,23 +272,24 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
     }
   }
   start_workers();
-  proxy::ProxyShared shared{state_, certs_, tcp_metrics_, {}};
-  shared.options.transparent_inbound = options_.transparent_inbound;
+  proxy::ProxyInputs inputs{state_, certs_, tcp_metrics_, sockets_, data_tasks_, {}};
+  inputs.options.transparent_inbound = options_.transparent_inbound;
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());
   pods_ = std::make_unique<inpod::WorkloadManager>(
-      inpod::WorkloadManager::Deps{control_, ios, shared, {options_.socks5}, readiness_, registry_});
+      inpod::WorkloadManager::Deps{control_, ios, inputs, {options_.socks5}, readiness_, registry_});
   for (auto& pod : pods) {
     // A dedicated (--pod) pod that cannot start is a startup error: the operator asked for it.
-    if (auto error = pods_->add(pod.uid, pod.who, std::move(pod.netns), true); !error.empty()) {
-      spdlog::error("pod={} cannot start its listeners: {}", pod.uid, error);
+    if (auto added = pods_->add(pod.uid, pod.who, std::move(pod.netns), true); !added) {
+      spdlog::error("pod={} cannot start its listeners: {}", pod.uid, added.error().message());
       pods_->clear();
       stop_workers();
       return kExitRuntime;
     }
   }
   if (!options_.inpod_uds.empty()) {
-    zds_ = std::make_unique<inpod::ZdsClient>(control_, options_.inpod_uds, *pods_, readiness_, registry_);
+    zds_ = std::make_unique<inpod::ZdsClient>(control_, options_.inpod_uds, *pods_, readiness_, registry_,
+                                              control_tasks_);
     zds_->start();
   }
   readiness_.remove_pending("proxy");
@@ -278,18 +299,20 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
 
   if (!options_.config_path.empty()) {
     watch_sighup();
-    asio::co_spawn(control_, watch_config(), asio::detached);
+    control_tasks_.spawn(control_.get_executor(), watch_config(), "config watch");
   }
   asio::signal_set signals(control_, SIGTERM, SIGINT);
   signals.async_wait([this](const std::error_code& ec, int signo) {
     if (ec) return;
     spdlog::info("received signal {}", signo);
-    asio::co_spawn(control_, shutdown(), asio::detached);
+    begin_shutdown();
   });
   control_.run();
   zds_.reset();
   pods_.reset();
   stop_workers();
+  // Tasks still suspended on a worker are destroyed with it, while what they refer to still lives.
+  workers_.clear();
   spdlog::info("meshnode-proxy stopped");
   return kExitOk;
 }

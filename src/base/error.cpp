@@ -41,4 +41,14 @@ std::unexpected<Error> fail_errno(std::string context, int err) {
   return fail(Errc::kIo, std::move(context), std::error_code(err, std::system_category()));
 }
 
+std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 }  // namespace meshnode::base

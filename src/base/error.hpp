@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <expected>
 #include <string>
 #include <string_view>
@@ -52,5 +53,9 @@ using Result = std::expected<T, Error>;
 
 /// `fail(Errc::kIo, context, errno)` for the common case of a failed syscall.
 [[nodiscard]] std::unexpected<Error> fail_errno(std::string context, int err);
+
+/// what() of the exception in `error` (not null), or "unknown exception" for a non-std one: for the
+/// one log line of a task that ended with an exception.
+[[nodiscard]] std::string exception_message(const std::exception_ptr& error);
 
 }  // namespace meshnode::base

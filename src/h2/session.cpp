@@ -1,8 +1,6 @@
 #include "h2/session.hpp"
 
 #include "net/awaitable.hpp"
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -226,11 +224,12 @@ base::Result<void> Session::init() {
   return {};
 }
 
-void Session::start() {
+void Session::start(net::DrainScope& tasks) {
   auto ex = socket_.get_executor();
-  asio::co_spawn(ex, read_loop(shared_from_this()), asio::detached);
-  asio::co_spawn(ex, write_loop(shared_from_this()), asio::detached);
-  asio::co_spawn(ex, keepalive_loop(shared_from_this()), asio::detached);
+  auto self = shared_from_this();
+  tasks.spawn(ex, read_loop(self), "h2 reader");
+  tasks.spawn(ex, write_loop(self), "h2 writer");
+  tasks.spawn(ex, keepalive_loop(self), "h2 keepalive");
 }
 
 std::uint32_t Session::peer_max_concurrent_streams() const noexcept {
@@ -311,7 +310,8 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       co_await asio::post(socket_.get_executor(), asio::use_awaitable);
       if (dead_) break;
     }
-    auto n = co_await socket_.read_some(std::as_writable_bytes(std::span(buf)));
+    const auto into = std::as_writable_bytes(std::span(buf));
+    auto n = co_await socket_.read_some(into);
     if (!n || *n == 0) {
       abort(!n ? n.error().message() : "peer closed the connection");
       break;
@@ -340,7 +340,8 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
     if (out_.empty() && socket_.has_pending_output()) {
       // Ciphertext the socket did not take yet (send_now under backpressure, a KeyUpdate answer).
       writing_ = true;
-      auto flushed = co_await socket_.write_all({});
+      constexpr std::span<const std::byte> kNothing;  // only flushes what is queued
+      auto flushed = co_await socket_.write_all(kNothing);
       writing_ = false;
       if (!flushed) {
         abort("write failed: " + flushed.error().message());
@@ -381,14 +382,14 @@ void Session::send_now() {
     return;
   }
   if (!out_.empty()) {
+    if (!socket_.buffers_output()) {  // no output buffer to encrypt into: the write loop writes out_ itself
+      signal_write();
+      return;
+    }
     auto sent = socket_.write_now(out_);
     if (!sent) {
       out_.clear();
       abort("write failed: " + sent.error().message());
-      return;
-    }
-    if (!*sent) {  // no output buffer to encrypt into: the write loop writes out_ itself
-      signal_write();
       return;
     }
     wrote_since_tick_ = true;

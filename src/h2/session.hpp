@@ -17,14 +17,16 @@
 #include "base/error.hpp"
 #include "h2/byte_queue.hpp"
 #include "h2/header.hpp"
-#include "h2/tls_stream.hpp"
+#include "tls/tls_stream.hpp"
 #include "net/byte_stream.hpp"
+#include "net/drain_scope.hpp"
 
 #include <nghttp2/nghttp2.h>
 
 namespace meshnode::h2 {
 
-using TlsSocket = TlsStream;
+/// The TLS connection a session runs over (tls/ owns the OpenSSL wrapper).
+using TlsSocket = tls::TlsStream;
 
 /// HTTP/2 settings of an HBONE connection. Defaults follow ztunnel (research §2.1: max frame 1 MiB,
 /// PING every 10 s, dead after 20 s without PONG) except the receive windows: 1 MiB per stream and
@@ -117,8 +119,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                                                      StreamHandler handler = {});
   ~Session();
 
-  /// Sends the connection preface/SETTINGS and starts the coroutines.
-  void start();
+  /// Sends the connection preface/SETTINGS and starts the coroutines (reader, writer, keepalive)
+  /// in `tasks`, which must outlive them; they end when the connection does.
+  void start(net::DrainScope& tasks);
   /// Client: submits a request (HBONE: :method CONNECT + :authority + extra headers) with an open
   /// DATA source. Errc::kClosed if the connection is dead or going away.
   [[nodiscard]] base::Result<std::shared_ptr<Stream>> open_stream(const Headers& headers);

@@ -33,14 +33,26 @@ struct ClientPool::Pending {
 };
 
 ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
-                       Options options)
-    : ex_(std::move(ex)), netns_(std::move(netns)), certs_(certs), options_(std::move(options)) {}
+                       net::SocketFactory& sockets, net::DrainScope& tasks, Options options)
+    : ex_(std::move(ex)),
+      netns_(std::move(netns)),
+      certs_(certs),
+      sockets_(sockets),
+      tasks_(tasks),
+      options_(std::move(options)) {}
 
 ClientPool::~ClientPool() { close_all(); }
 
 void ClientPool::close_all() {
   for (auto& [key, entries] : pool_) {
     for (auto& e : entries) e.session->abort("client pool closed");
+  }
+  pool_.clear();
+}
+
+void ClientPool::drain_all() {
+  for (auto& [key, entries] : pool_) {
+    for (auto& e : entries) e.session->drain();
   }
   pool_.clear();
 }
@@ -127,17 +139,17 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {
   auto identity = certs_.get(key.source);
   if (!identity) co_return std::unexpected(identity.error());
-  auto fd = net::make_connect_socket(netns_.get(), key.destination, options_.mark);
-  if (!fd) co_return std::unexpected(fd.error());
+  auto dialable = sockets_.upstream(netns_.get(), key.destination.addr, options_.mark, nullptr);
+  if (!dialable) co_return std::unexpected(dialable.error());
 
-  auto endpoint = to_endpoint(key.destination);
+  auto endpoint = to_endpoint(dialable->address);
   asio::ip::tcp::socket tcp(ex_);
   std::error_code ec;
-  tcp.assign(endpoint.protocol(), fd->release(), ec);
+  tcp.assign(endpoint.protocol(), dialable->fd.release(), ec);
   if (ec) co_return fail(Errc::kIo, "assign socket", ec);
   SSL* ssl = SSL_new((*identity)->client_ctx.get());
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
-  h2::TlsSocket tls_socket(std::move(tcp), ssl);
+  tls::TlsStream tls_socket(std::move(tcp), ssl);
 
   net::Deadline deadline(ex_, options_.connect_timeout, [&tls_socket] { tls_socket.close(); });
   auto [cec] = co_await tls_socket.socket().async_connect(endpoint, kNoThrow);
@@ -148,7 +160,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
     }
     co_return fail(Errc::kConnectFailed, "connect to " + key.destination.to_string(), cec);
   }
-  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kClient);
+  auto handshake = co_await tls_socket.handshake(tls::TlsStream::Role::kClient);
   if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake with " + key.destination.to_string());
     co_return fail(Errc::kTlsHandshake, "TLS handshake with " + key.destination.to_string() + ": " +
@@ -156,10 +168,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
   }
   deadline.cancel();
 
-  const unsigned char* alpn = nullptr;
-  unsigned int alpn_len = 0;
-  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
-  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+  if (!tls_socket.negotiated_h2()) {
     co_return fail(Errc::kTlsHandshake, "peer " + key.destination.to_string() + " did not negotiate ALPN h2");
   }
   auto peer = tls::verify_server_identity(tls_socket.native_handle(), key.expected);
@@ -167,7 +176,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(con
 
   auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kClient, options_.h2);
   if (!session) co_return std::unexpected(session.error());
-  (*session)->start();
+  (*session)->start(tasks_);
   SPDLOG_DEBUG("hbone: connected to {} as {} (peer {})", key.destination.to_string(), key.source.to_string(),
                peer->to_string());
   co_return *session;

@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "base/netns.hpp"
 #include "base/spiffe.hpp"
 #include "h2/session.hpp"
+#include "net/drain_scope.hpp"
+#include "net/socket_factory.hpp"
 #include "tls/cert_manager.hpp"
 
 namespace meshnode::hbone {
@@ -23,7 +26,7 @@ namespace meshnode::hbone {
 struct PoolKey {
   base::SpiffeId source;
   std::vector<base::SpiffeId> expected;  ///< peer must present one of these URI SANs
-  base::SocketAddr destination;          ///< podIP:15008
+  base::NextHop destination;             ///< podIP:15008
   base::IpAddr source_ip;
   friend auto operator<=>(const PoolKey&, const PoolKey&) = default;
   friend bool operator==(const PoolKey&, const PoolKey&) = default;
@@ -45,9 +48,11 @@ class ClientPool {
     h2::Settings h2;
   };
 
-  /// @param netns  namespace the sockets are created in (the pod's); null = the caller's.
+  /// @param netns   namespace the sockets are created in (the pod's); null = the caller's.
+  /// @param sockets where sockets come from (net::InPodSockets in production); must outlive the pool.
+  /// @param tasks   scope the connections' coroutines run in; must outlive the pool's sessions.
   ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
-             Options options);
+             net::SocketFactory& sockets, net::DrainScope& tasks, Options options);
   ~ClientPool();
   ClientPool(const ClientPool&) = delete;
   ClientPool& operator=(const ClientPool&) = delete;
@@ -60,6 +65,9 @@ class ClientPool {
 
   /// Aborts every pooled connection (their streams see resets).
   void close_all();
+  /// Graceful: every pooled connection gets GOAWAY and closes once its streams have ended; new
+  /// connects dial afresh. Used when the pod drains.
+  void drain_all();
   /// Number of live pooled connections (for tests and /config_dump).
   [[nodiscard]] std::size_t connection_count() const;
 
@@ -77,6 +85,8 @@ class ClientPool {
   asio::any_io_executor ex_;
   std::shared_ptr<const base::Netns> netns_;
   tls::CertManager& certs_;
+  net::SocketFactory& sockets_;
+  net::DrainScope& tasks_;
   Options options_;
   std::map<PoolKey, std::vector<Entry>> pool_;
   std::map<PoolKey, std::shared_ptr<Pending>> pending_;

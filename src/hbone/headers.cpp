@@ -25,7 +25,7 @@ std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std
   return std::string(buf.data(), 55);
 }
 
-base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
+base::Result<base::HboneTarget> parse_authority(std::string_view authority) {
   auto invalid = [&] {
     return base::fail(base::Errc::kInvalidArgument, "invalid CONNECT authority '" + std::string(authority) + "'");
   };
@@ -34,19 +34,7 @@ base::Result<base::SocketAddr> parse_authority(std::string_view authority) {
   if (authority.find_first_not_of("0123456789abcdefABCDEF.:[]") != std::string_view::npos) return invalid();
   auto addr = base::SocketAddr::parse(authority);
   if (!addr) return invalid();
-  return addr;
-}
-
-base::Result<std::string> forwarded_for(std::string_view forwarded) {
-  auto pos = forwarded.find("for=");
-  if (pos == std::string_view::npos) return base::fail(base::Errc::kNotFound, "no for= in forwarded header");
-  auto rest = forwarded.substr(pos + 4);
-  if (!rest.empty() && rest.front() == '"') {
-    auto close = rest.find('"', 1);
-    if (close == std::string_view::npos) return base::fail(base::Errc::kInvalidArgument, "unterminated for=");
-    return std::string(rest.substr(1, close - 1));
-  }
-  return std::string(rest.substr(0, rest.find_first_of(";,")));
+  return base::HboneTarget{*addr};
 }
 
 }  // namespace meshnode::hbone

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "base/error.hpp"
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "h2/header.hpp"
 
@@ -13,8 +14,8 @@ namespace meshnode::hbone {
 /// What an HBONE client puts on a CONNECT request besides :method/:authority.
 /// Source: Istio HBONE (research §2.1).
 struct ConnectInfo {
-  base::SocketAddr authority;     ///< :authority, the target podIP:targetPort
-  base::SocketAddr client;        ///< the original client, sent as forwarded: for="ip:port"
+  base::HboneTarget authority;    ///< :authority, the target podIP:targetPort
+  base::ClientAddr client;        ///< the original client, sent as forwarded: for="ip:port"
   std::string service_host;       ///< destination service hostname (adds ;host=...), may be empty
   std::string baggage;            ///< comma-joined k=v of the source workload, may be empty
   std::string traceparent;        ///< "00-<32 hex>-<16 hex>-00"
@@ -30,10 +31,6 @@ struct ConnectInfo {
 
 /// Parses a CONNECT :authority of the form a.b.c.d:port or [v6]:port. Hostname authorities
 /// (double HBONE) are not supported yet: Errc::kInvalidArgument naming the text.
-[[nodiscard]] base::Result<base::SocketAddr> parse_authority(std::string_view authority);
-
-/// The `for=` address of a `forwarded` header (`for="1.2.3.4:5"` or `for=1.2.3.4`); nullopt-like
-/// error when absent or malformed. Used for logging only, never for trust decisions.
-[[nodiscard]] base::Result<std::string> forwarded_for(std::string_view forwarded);
+[[nodiscard]] base::Result<base::HboneTarget> parse_authority(std::string_view authority);
 
 }  // namespace meshnode::hbone

@@ -1,7 +1,5 @@
 #include "hbone/server.hpp"
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 
 #include "net/awaitable.hpp"
 #include "net/deadline.hpp"
@@ -16,20 +14,20 @@ using base::fail;
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
     asio::ip::tcp::socket socket, SSL_CTX* ctx, std::chrono::steady_clock::duration handshake_timeout,
-    const h2::Settings& settings, StreamHandler handler) {
+    const h2::Settings& settings, StreamHandler handler, net::DrainScope& tasks) {
   auto ex = socket.get_executor();
   auto info = std::make_shared<InboundConnection>();
   auto peer = net::peer_addr(socket.native_handle());
   auto local = net::local_addr(socket.native_handle());
   if (!peer || !local) co_return fail(Errc::kIo, "inbound HBONE socket has no addresses");
-  info->peer = *peer;
+  info->peer = base::ClientAddr{*peer};
   info->local = *local;
 
   SSL* ssl = SSL_new(ctx);
   if (ssl == nullptr) co_return fail(Errc::kTlsHandshake, "SSL_new: " + tls::openssl_errors());
-  h2::TlsSocket tls_socket(std::move(socket), ssl);
+  tls::TlsStream tls_socket(std::move(socket), ssl);
   net::Deadline deadline(ex, handshake_timeout, [&tls_socket] { tls_socket.close(); });
-  auto handshake = co_await tls_socket.handshake(h2::TlsStream::Role::kServer);
+  auto handshake = co_await tls_socket.handshake(tls::TlsStream::Role::kServer);
   if (!handshake) {
     if (deadline.expired()) co_return fail(Errc::kTimeout, "TLS handshake from " + info->peer.to_string());
     std::string reason = tls::verify_failure_reason(tls_socket.native_handle());
@@ -37,22 +35,20 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
                                             (reason.empty() ? handshake.error().context : reason));
   }
   deadline.cancel();
-  const unsigned char* alpn = nullptr;
-  unsigned int alpn_len = 0;
-  SSL_get0_alpn_selected(tls_socket.native_handle(), &alpn, &alpn_len);
-  if (alpn_len != 2 || alpn[0] != 'h' || alpn[1] != '2') {
+  if (!tls_socket.negotiated_h2()) {
     co_return fail(Errc::kTlsHandshake, "client " + info->peer.to_string() + " did not negotiate ALPN h2");
   }
   auto identity = tls::peer_identity(tls_socket.native_handle());
   if (!identity) co_return std::unexpected(identity.error());
   info->peer_identity = *identity;
 
-  auto on_stream = [ex, info, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
-    asio::co_spawn(ex, handler(std::move(stream), info), asio::detached);
+  auto on_stream = [ex, info, &tasks, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
+    std::string id = "hbone stream " + std::to_string(stream->id()) + " from " + info->peer.to_string();
+    tasks.spawn(ex, handler(std::move(stream), info), std::move(id));
   };
   auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kServer, settings, std::move(on_stream));
   if (!session) co_return std::unexpected(session.error());
-  (*session)->start();
+  (*session)->start(tasks);
   co_return *session;
 }
 

@@ -30,19 +30,19 @@ std::vector<PortSpec> ports_for(const PodListenerSet::Options& options) {
 
 base::Result<std::unique_ptr<PodListenerSet>> PodListenerSet::start(std::shared_ptr<const proxy::PodInfo> pod,
                                                                     std::span<asio::io_context* const> workers,
-                                                                    const proxy::ProxyShared& shared, Options options) {
+                                                                    const proxy::ProxyInputs& inputs, Options options) {
   // Bind everything first so a failure leaves nothing half-started.
   std::vector<std::vector<proxy::ListenerFd>> per_worker(workers.size());
   for (const auto& spec : ports_for(options)) {
     for (auto& fds : per_worker) {
-      auto fd = net::make_listener(pod->netns.get(), spec.addr);
+      auto fd = inputs.sockets.listener(pod->netns.get(), spec.addr, net::ListenOptions{});
       if (!fd) return std::unexpected(fd.error());
       fds.push_back(proxy::ListenerFd{spec.kind, std::move(*fd)});
     }
   }
   std::unique_ptr<PodListenerSet> set(new PodListenerSet(pod));
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    auto worker = std::make_shared<proxy::PodWorker>(*workers[i], pod, shared);
+    auto worker = std::make_shared<proxy::PodWorker>(*workers[i], pod, inputs);
     asio::post(*workers[i], [worker, fds = std::make_shared<std::vector<proxy::ListenerFd>>(std::move(per_worker[i]))] {
       worker->start(std::move(*fds));
     });

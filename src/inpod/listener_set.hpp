@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "proxy/inputs.hpp"
 #include "proxy/pod_worker.hpp"
 
 namespace asio {
@@ -23,13 +24,14 @@ class PodListenerSet {
     bool socks5 = false;
   };
 
-  /// Binds the pod's listeners inside `pod->netns` (SO_REUSEPORT, one socket per worker and port)
-  /// on the calling thread, then starts a PodWorker on each worker with its sockets.
+  /// Binds the pod's listeners inside `pod->netns` (SO_REUSEPORT, one socket per worker and port,
+  /// through `inputs.sockets`) on the calling thread, then starts a PodWorker on each worker with
+  /// its sockets.
   /// @returns Errc::kIo naming the port and netns when a bind fails (e.g. the port is already
   ///          taken in that netns); nothing is left open then.
   [[nodiscard]] static base::Result<std::unique_ptr<PodListenerSet>> start(std::shared_ptr<const proxy::PodInfo> pod,
                                                                            std::span<asio::io_context* const> workers,
-                                                                           const proxy::ProxyShared& shared,
+                                                                           const proxy::ProxyInputs& inputs,
                                                                            Options options);
   ~PodListenerSet();
 

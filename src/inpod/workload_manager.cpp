@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/socket.hpp"
 
 namespace meshnode::inpod {
 namespace {
@@ -10,6 +9,23 @@ namespace {
 constexpr auto kRetryInterval = std::chrono::seconds(5);
 
 std::string pending_task(const std::string& uid) { return "pod " + uid; }
+
+// What the proxy knows of a pod the snapshot does not describe: what enrolled it said (ZDS
+// WorkloadInfo or the command line) and its netns' own addresses. Captured by the agent's rules, so
+// it speaks HBONE; Kubernetes pods are "pod" workloads in the default cluster and network.
+state::Workload enrolled_workload(const std::string& uid, const WorkloadIdentity& who, const base::SpiffeId& identity,
+                                  const std::vector<base::IpAddr>& ips) {
+  state::Workload w;
+  w.uid = uid;
+  w.name = who.name;
+  w.ns = who.ns;
+  w.service_account = identity.service_account;
+  w.trust_domain = identity.trust_domain;
+  w.addresses = ips;
+  w.protocol = state::TunnelProtocol::kHbone;
+  w.workload_type = "pod";
+  return w;
+}
 
 }  // namespace
 
@@ -24,7 +40,7 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
   pod->uid = uid;
   pod->name = who.name;
   pod->ns = who.ns;
-  auto snapshot = deps_.shared.state.load();
+  auto snapshot = deps_.inputs.state.load();
   auto workload = snapshot->workload_by_uid(uid);
   // The control plane's view wins; without it, the identity comes from the agent's WorkloadInfo
   // and the addresses from the pod's own interfaces.
@@ -35,21 +51,26 @@ base::Result<std::shared_ptr<const proxy::PodInfo>> WorkloadManager::describe(co
     pod->identity = base::SpiffeId{"cluster.local", who.ns, who.service_account.empty() ? "default" : who.service_account};
   }
   if (pod->ips.empty()) {
-    auto ips = net::interface_addresses(netns);
+    auto ips = deps_.inputs.sockets.interface_addresses(netns);
     if (!ips) return std::unexpected(ips.error());
     pod->ips = std::move(*ips);
   }
+  pod->workload = workload ? workload
+                           : std::make_shared<const state::Workload>(enrolled_workload(uid, who, pod->identity, pod->ips));
   pod->netns = std::make_shared<const base::Netns>(std::move(netns));
   return pod;
 }
 
-std::string WorkloadManager::add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns,
-                                 bool is_static) {
+base::Result<void> WorkloadManager::add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns,
+                                        bool is_static) {
   seen_.insert(uid);
   if (auto it = pods_.find(uid); it != pods_.end()) {
     if (*it->second.pod->netns == netns) {
-      if (!it->second.set) start(it->second);  // a repeated Add of a pending pod retries now
-      return it->second.error;
+      if (!it->second.set) {
+        start(it->second);  // a repeated Add of a pending pod retries now
+        update_gauges();
+      }
+      return outcome(it->second);
     }
     spdlog::info("pod={} netns changed ({} -> {}): replacing its listeners", uid, it->second.pod->netns->description(),
                  netns.description());
@@ -57,28 +78,34 @@ std::string WorkloadManager::add(const std::string& uid, const WorkloadIdentity&
     seen_.insert(uid);
   }
   auto pod = describe(uid, who, std::move(netns));
-  if (!pod) return pod.error().message();
+  if (!pod) return std::unexpected(std::move(pod.error()));
   Entry& entry = pods_[uid];
   entry.pod = std::move(*pod);
   entry.who = who;
   entry.is_static = is_static;
   start(entry);
   update_gauges();
-  return entry.error;
+  return outcome(entry);
+}
+
+base::Result<void> WorkloadManager::outcome(const Entry& entry) {
+  if (entry.set || !entry.last_error) return {};
+  return std::unexpected(*entry.last_error);
 }
 
 void WorkloadManager::start(Entry& entry) {
-  auto set = PodListenerSet::start(entry.pod, deps_.workers, deps_.shared, deps_.options);
+  auto set = PodListenerSet::start(entry.pod, deps_.workers, deps_.inputs, deps_.options);
   const auto& uid = entry.pod->uid;
   if (set) {
     entry.set = std::move(*set);
-    entry.error.clear();
+    entry.last_error.reset();
     deps_.readiness.remove_pending(pending_task(uid));
     deps_.registry.counter("workload_manager_proxies_started_total", "Pod listener sets started").inc();
     return;
   }
-  entry.error = set.error().message();
-  spdlog::warn("pod={} listeners could not start, retrying every {}s: {}", uid, kRetryInterval.count(), entry.error);
+  entry.last_error = std::move(set.error());
+  spdlog::warn("pod={} listeners could not start, retrying every {}s: {}", uid, kRetryInterval.count(),
+               entry.last_error->message());
   deps_.readiness.add_pending(pending_task(uid));
   arm_retry();
 }
@@ -88,8 +115,9 @@ void WorkloadManager::arm_retry() {
   retry_armed_ = true;
   retry_timer_.expires_after(kRetryInterval);
   retry_timer_.async_wait([this](const std::error_code& ec) {
-    retry_armed_ = false;
+    // Cancelled: clear() ran (maybe from the destructor), so `this` may be gone; it disarmed.
     if (ec) return;
+    retry_armed_ = false;
     for (auto& [uid, entry] : pods_) {
       if (!entry.set) start(entry);
     }
@@ -134,6 +162,7 @@ void WorkloadManager::clear() {
   for (const auto& [uid, entry] : pods_) deps_.readiness.remove_pending(pending_task(uid));
   pods_.clear();
   retry_timer_.cancel();
+  retry_armed_ = false;
 }
 
 std::size_t WorkloadManager::active_connections() const {
@@ -153,7 +182,7 @@ void WorkloadManager::recheck_policies(const std::shared_ptr<const state::StateS
 std::vector<WorkloadManager::PodState> WorkloadManager::dump() const {
   std::vector<PodState> out;
   for (const auto& [uid, entry] : pods_) {
-    out.push_back({uid, entry.who, entry.pod->netns->description(), entry.set ? "Up" : "Pending: " + entry.error});
+    out.push_back({uid, entry.who, entry.pod->netns->description(), entry.set ? "Up" : "Pending: " + (entry.last_error ? entry.last_error->message() : "")});
   }
   return out;
 }

@@ -4,14 +4,15 @@
 #include <asio/steady_timer.hpp>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "admin/metrics.hpp"
-#include "admin/readiness.hpp"
+#include "telemetry/metrics.hpp"
+#include "telemetry/readiness.hpp"
 #include "base/netns.hpp"
 #include "inpod/listener_set.hpp"
 
@@ -34,18 +35,22 @@ class WorkloadManager {
   struct Deps {
     asio::io_context& control;
     std::vector<asio::io_context*> workers;
-    proxy::ProxyShared shared;
+    proxy::ProxyInputs inputs;
     PodListenerSet::Options options;
-    admin::Readiness& readiness;
-    admin::MetricsRegistry& registry;
+    telemetry::Readiness& readiness;
+    telemetry::MetricsRegistry& registry;
   };
   explicit WorkloadManager(Deps deps);
   ~WorkloadManager();
 
   /// AddWorkload: starts the pod's listeners in `netns` (or does nothing if already running in the
-  /// same netns). @returns "" on success, else the error for the Ack (the pod then stays pending and
-  /// is retried every 5 s). `is_static` pods (--pod) are never removed by snapshot reconciliation.
-  std::string add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns, bool is_static = false);
+  /// same netns; a repeated Add of a pending pod retries at once).
+  /// @returns success once the listeners run; else why they could not start (Errc::kIo naming the
+  ///          port, e.g. EADDRINUSE; the netns' addresses could not be read): the pod then stays
+  ///          pending and is retried every 5 s, and the error goes into the Ack.
+  /// `is_static` pods (--pod) are never removed by snapshot reconciliation.
+  [[nodiscard]] base::Result<void> add(const std::string& uid, const WorkloadIdentity& who, base::Netns netns,
+                                       bool is_static = false);
   /// DelWorkload: closes the pod's listeners and resets its connections now. Unknown uid: no-op.
   void del(const std::string& uid);
   /// KeepWorkload: the pod is still enrolled (only meaningful before SnapshotSent).
@@ -75,12 +80,14 @@ class WorkloadManager {
     std::shared_ptr<const proxy::PodInfo> pod;
     WorkloadIdentity who;
     std::unique_ptr<PodListenerSet> set;  ///< null while pending
-    std::string error;
+    std::optional<base::Error> last_error;  ///< why the last start failed, while pending
     bool is_static = false;
   };
   base::Result<std::shared_ptr<const proxy::PodInfo>> describe(const std::string& uid, const WorkloadIdentity& who,
                                                                base::Netns netns) const;
   void start(Entry& entry);
+  /// Success when `entry` runs, else its last start error.
+  [[nodiscard]] static base::Result<void> outcome(const Entry& entry);
   void arm_retry();
   void update_gauges();
 

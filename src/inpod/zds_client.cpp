@@ -2,8 +2,9 @@
 
 #include <fcntl.h>
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
+#include <cerrno>
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include "net/awaitable.hpp"
@@ -21,18 +22,19 @@ const std::string kSnapshotTask = "zds snapshot";
 }  // namespace
 
 ZdsClient::ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager,
-                     admin::Readiness& readiness, admin::MetricsRegistry& registry)
+                     telemetry::Readiness& readiness, telemetry::MetricsRegistry& registry, net::DrainScope& tasks)
     : control_(control),
       path_(std::move(path)),
       manager_(manager),
       readiness_(readiness),
       registry_(registry),
+      tasks_(tasks),
       backoff_timer_(control) {}
 
 void ZdsClient::start() {
   readiness_.add_pending(kConnectionTask);
   readiness_.add_pending(kSnapshotTask);
-  asio::co_spawn(control_, run(), asio::detached);
+  tasks_.spawn(control_.get_executor(), run(), "zds client " + path_);
 }
 
 void ZdsClient::stop() {
@@ -71,7 +73,11 @@ asio::awaitable<void> ZdsClient::session(base::UniqueFd fd) {
     spdlog::warn("zds: hello to {} failed: {}", path_, hello.error().message());
     co_return;
   }
-  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+  // The session waits for readability on the control thread: the socket must not block it.
+  if (const int flags = ::fcntl(fd.get(), F_GETFL); flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    spdlog::warn("zds: cannot make the socket to {} non-blocking: {}; reconnecting", path_, std::strerror(errno));
+    co_return;
+  }
   socket_ = std::make_unique<asio::posix::stream_descriptor>(control_, fd.release());
   spdlog::info("zds: connected to the node agent at {}", path_);
   readiness_.remove_pending(kConnectionTask);
@@ -102,18 +108,19 @@ bool ZdsClient::handle(int fd) {
     // Bad input is answered, counted, and ends the session; it never takes the proxy down.
     spdlog::error("zds: bad request from the node agent: {}; reconnecting", request.error().message());
     count("invalid");
+    // Ignored: the session ends right after this Ack; if it cannot be sent the agent sees the close.
     (void)nodeapi::send_ack(fd, request.error().message());
     return false;
   }
   const auto& msg = request->message;
-  std::string error;
+  base::Result<void> outcome;
   switch (msg.payload_case()) {
     case nodeapi::zds::WorkloadRequest::kAdd: {
       const auto& info = msg.add().workload_info();
       auto netns = base::Netns::from_fd(std::move(request->netns), "zds:" + msg.add().uid());
-      error = netns ? manager_.add(msg.add().uid(), {info.name(), info.namespace_(), info.service_account()},
-                                   std::move(*netns))
-                    : netns.error().message();
+      outcome = netns ? manager_.add(msg.add().uid(), {info.name(), info.namespace_(), info.service_account()},
+                                     std::move(*netns))
+                      : std::unexpected(std::move(netns.error()));
       break;
     }
     case nodeapi::zds::WorkloadRequest::kKeep: manager_.keep(msg.keep().uid()); break;
@@ -122,10 +129,12 @@ bool ZdsClient::handle(int fd) {
       manager_.snapshot_sent();
       readiness_.remove_pending(kSnapshotTask);
       break;
-    default: error = "unknown ZDS request"; break;
+    default: outcome = base::fail(base::Errc::kProtocol, "unknown ZDS request"); break;
   }
-  spdlog::debug("zds: {} -> {}", nodeapi::describe(msg), error.empty() ? "ok" : error);
-  count(error.empty() ? "ok" : "error");
+  // The Ack's wire form: an empty error string is success (Istio ZDS).
+  const std::string error = outcome ? std::string() : outcome.error().message();
+  spdlog::debug("zds: {} -> {}", nodeapi::describe(msg), outcome ? "ok" : error);
+  count(outcome ? "ok" : "error");
   if (auto ack = nodeapi::send_ack(fd, error); !ack) {
     spdlog::warn("zds: ack failed: {}; reconnecting", ack.error().message());
     return false;

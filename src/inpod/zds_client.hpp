@@ -9,9 +9,10 @@
 #include <memory>
 #include <string>
 
-#include "admin/readiness.hpp"
+#include "telemetry/readiness.hpp"
 #include "base/unique_fd.hpp"
 #include "inpod/workload_manager.hpp"
+#include "net/drain_scope.hpp"
 
 namespace meshnode::inpod {
 
@@ -24,10 +25,12 @@ namespace meshnode::inpod {
 /// "zds snapshot" until SnapshotSent. Control thread only.
 class ZdsClient {
  public:
-  ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, admin::Readiness& readiness,
-            admin::MetricsRegistry& registry);
+  /// `tasks` runs the connection loop; it and every reference must outlive the client.
+  ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, telemetry::Readiness& readiness,
+            telemetry::MetricsRegistry& registry, net::DrainScope& tasks);
   void start();
-  /// Stops reconnecting and closes the connection.
+  /// Stops reconnecting and closes the connection. The loop ends soon after (its task leaves
+  /// `tasks`); destroy the client only once it has, or once the control io_context no longer runs.
   void stop();
 
  private:
@@ -40,8 +43,9 @@ class ZdsClient {
   asio::io_context& control_;
   std::string path_;
   WorkloadManager& manager_;
-  admin::Readiness& readiness_;
-  admin::MetricsRegistry& registry_;
+  telemetry::Readiness& readiness_;
+  telemetry::MetricsRegistry& registry_;
+  net::DrainScope& tasks_;
   asio::steady_timer backoff_timer_;
   std::unique_ptr<asio::posix::stream_descriptor> socket_;
   bool stopped_ = false;

@@ -22,7 +22,7 @@ using base::Result;
 using base::SocketAddr;
 using base::UniqueFd;
 
-std::string where(const base::Netns* netns) { return netns ? " in netns " + netns->description() : ""; }
+std::string where_of(const base::Netns* netns) { return netns ? " in netns " + netns->description() : ""; }
 
 // Runs `make` in `netns` when given; socket() binds the socket to the namespace current at creation.
 template <class Fn>
@@ -34,7 +34,11 @@ Result<UniqueFd> create_in(const base::Netns* netns, Fn&& make) {
   return out;
 }
 
-void set_int(int fd, int level, int name, int value) { ::setsockopt(fd, level, name, &value, sizeof(value)); }
+// setsockopt of an int option; Errc::kIo naming `what` and where.
+Result<void> set_int(int fd, int level, int name, int value, std::string_view what, const std::string& where) {
+  if (::setsockopt(fd, level, name, &value, sizeof(value)) == 0) return {};
+  return base::fail_errno(std::string(what) + " on " + where, errno);
+}
 
 }  // namespace
 
@@ -75,28 +79,39 @@ Result<UniqueFd> make_listener(const base::Netns* netns, const SocketAddr& addr,
     SocketAddr bind_addr = addr;
     bool dual_stack = addr.ip.is_v4() && addr.ip.is_unspecified();
     UniqueFd fd;
+    const std::string where = "listener " + addr.to_string() + where_of(netns);
     if (dual_stack) {
       fd.reset(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (fd) {
-        set_int(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0);
+      // A socket left v6-only would silently refuse IPv4 clients: then use a v4 socket instead.
+      if (fd && set_int(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY=0", where)) {
         bind_addr.ip = base::IpAddr::v6({});
+      } else {
+        fd.reset();
       }
     }
     if (!fd) {
       bind_addr = addr;
       fd.reset(::socket(addr.ip.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     }
-    if (!fd) return base::fail_errno("socket for listener " + addr.to_string() + where(netns), errno);
-    set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1);
-    if (options.reuse_port) set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1);
-    if (options.transparent) set_int(fd.get(), SOL_IP, IP_TRANSPARENT, 1);
+    if (!fd) return base::fail_errno("socket for " + where, errno);
+    if (auto ok = set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR", where); !ok) return std::unexpected(ok.error());
+    if (options.reuse_port) {
+      // One socket per worker, and the hand-over to a restarted proxy, need it: fail without it.
+      if (auto ok = set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT", where); !ok) return std::unexpected(ok.error());
+    }
+    if (options.transparent) {
+      // Ignored when not permitted (EPERM without CAP_NET_ADMIN): the listener still serves
+      // REDIRECT capture, which is what the agent programs; TPROXY capture alone needs it.
+      auto ok = set_int(fd.get(), SOL_IP, IP_TRANSPARENT, 1, "IP_TRANSPARENT", where);
+      if (!ok && ok.error().cause != std::errc::operation_not_permitted) return std::unexpected(ok.error());
+    }
     sockaddr_storage ss{};
     socklen_t len = to_sockaddr(bind_addr, ss);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
-      return base::fail_errno("bind " + addr.to_string() + where(netns), errno);
+      return base::fail_errno("bind " + addr.to_string() + where_of(netns), errno);
     }
     if (::listen(fd.get(), options.backlog) != 0) {
-      return base::fail_errno("listen " + addr.to_string() + where(netns), errno);
+      return base::fail_errno("listen " + addr.to_string() + where_of(netns), errno);
     }
     return fd;
   };
@@ -107,11 +122,12 @@ Result<UniqueFd> make_connect_socket(const base::Netns* netns, const SocketAddr&
                                      const base::IpAddr* transparent_source) {
   auto make = [&]() -> Result<UniqueFd> {
     UniqueFd fd(::socket(addr.ip.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd) return base::fail_errno("socket to " + addr.to_string() + where(netns), errno);
+    if (!fd) return base::fail_errno("socket to " + addr.to_string() + where_of(netns), errno);
     if (mark != 0 && ::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) != 0) {
       return base::fail_errno("SO_MARK on socket to " + addr.to_string(), errno);
     }
-    set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
+    // Ignored: without TCP_NODELAY the bytes still flow, only small writes may wait for an ACK.
+    (void)set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", addr.to_string());
     if (transparent_source != nullptr && transparent_source->is_v4() == addr.ip.is_v4()) {
       int level = addr.ip.is_v4() ? SOL_IP : SOL_IPV6;
       int option = addr.ip.is_v4() ? IP_TRANSPARENT : IPV6_TRANSPARENT;

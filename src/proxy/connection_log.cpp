@@ -1,5 +1,7 @@
 #include "proxy/connection_log.hpp"
 
+#include "proxy/copy.hpp"
+
 #include <spdlog/spdlog.h>
 
 namespace meshnode::proxy {
@@ -9,7 +11,7 @@ std::string quoted_or_dash(const std::string& v) { return v.empty() ? "-" : "\""
 
 }  // namespace
 
-void set_source(admin::TrafficLabels& l, const state::Workload& w) {
+void set_source(TrafficLabels& l, const state::Workload& w) {
   l.source_workload = w.workload_name.empty() ? w.name : w.workload_name;
   l.source_canonical_service = w.canonical_name.empty() ? l.source_workload : w.canonical_name;
   l.source_canonical_revision = w.canonical_revision.empty() ? "latest" : w.canonical_revision;
@@ -19,7 +21,7 @@ void set_source(admin::TrafficLabels& l, const state::Workload& w) {
   l.source_cluster = w.cluster_id;
 }
 
-void set_destination(admin::TrafficLabels& l, const state::Workload& w) {
+void set_destination(TrafficLabels& l, const state::Workload& w) {
   l.destination_workload = w.workload_name.empty() ? w.name : w.workload_name;
   l.destination_canonical_service = w.canonical_name.empty() ? l.destination_workload : w.canonical_name;
   l.destination_canonical_revision = w.canonical_revision.empty() ? "latest" : w.canonical_revision;
@@ -63,6 +65,25 @@ void log_connection(const ConnectionRecord& r) {
   } else {
     spdlog::info("{}", line);
   }
+}
+
+void record_close(TcpMetrics& metrics, ConnectionRecord& rec, Transferred& moved, std::optional<base::Error> outcome) {
+  rec.bytes_recv = moved.downstream_to_upstream;
+  rec.bytes_sent = moved.upstream_to_downstream;
+  rec.error = outcome ? std::move(outcome) : std::move(moved.error);
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(rec.error);
+  metrics.on_close(final_labels, is_failure(rec.error));
+  log_connection(rec);
+}
+
+void record_refusal(TcpMetrics& metrics, ConnectionRecord& rec, base::Error error, bool opened) {
+  if (!opened) metrics.on_open(rec.labels);
+  rec.error = std::move(error);
+  auto final_labels = rec.labels;
+  final_labels.response_flags = response_flags_for(rec.error);
+  metrics.on_close(final_labels, true);
+  log_connection(rec);
 }
 
 }  // namespace meshnode::proxy

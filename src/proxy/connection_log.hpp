@@ -5,12 +5,14 @@
 #include <optional>
 #include <string>
 
-#include "admin/tcp_metrics.hpp"
+#include "proxy/tcp_metrics.hpp"
 #include "base/error.hpp"
 #include "base/ip.hpp"
 #include "state/workload.hpp"
 
 namespace meshnode::proxy {
+
+struct Transferred;  // proxy/copy.hpp
 
 /// Everything the access log and the closing metrics need about one proxied connection.
 /// Field names follow ztunnel's access log (research §5.3). Byte counts follow Istio's metric
@@ -22,7 +24,7 @@ struct ConnectionRecord {
   std::string dst_addr;            ///< next hop, e.g. podIP:15008
   std::string dst_hbone_addr;      ///< CONNECT :authority, empty when not HBONE
   std::string dst_service;
-  admin::TrafficLabels labels;     ///< reporter, workloads, principals, security policy
+  TrafficLabels labels;     ///< reporter, workloads, principals, security policy
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -30,9 +32,9 @@ struct ConnectionRecord {
 };
 
 /// Fills the source_* labels from a workload (canonical names, namespace, cluster).
-void set_source(admin::TrafficLabels& labels, const state::Workload& workload);
+void set_source(TrafficLabels& labels, const state::Workload& workload);
 /// Fills the destination_* labels from a workload.
-void set_destination(admin::TrafficLabels& labels, const state::Workload& workload);
+void set_destination(TrafficLabels& labels, const state::Workload& workload);
 
 /// Writes the single access-log line of a connection ("connection complete", info on success,
 /// error with error="…" on failure).
@@ -44,5 +46,16 @@ void log_connection(const ConnectionRecord& record);
 
 /// Whether an error ends a connection as a failure (resets and clean closes are not failures).
 [[nodiscard]] bool is_failure(const std::optional<base::Error>& error);
+
+/// Ends a connection whose bytes were copied: the byte counts of `moved`, its outcome (`outcome`
+/// when set, e.g. "closed: policy change", else the copy's first error), the closing metrics under
+/// the final response flag, and the access-log line. Each connection ends here or in
+/// record_refusal, exactly once.
+void record_close(TcpMetrics& metrics, ConnectionRecord& record, Transferred& moved,
+                  std::optional<base::Error> outcome = std::nullopt);
+
+/// Ends a connection refused before its copy: counted as opened unless `opened` already, then one
+/// failed close under the error's response flag, and the access-log line with the error.
+void record_refusal(TcpMetrics& metrics, ConnectionRecord& record, base::Error error, bool opened);
 
 }  // namespace meshnode::proxy

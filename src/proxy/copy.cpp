@@ -2,6 +2,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/this_coro.hpp>
+#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <memory>
@@ -21,7 +22,7 @@ struct Direction {
   std::optional<base::Error> error;
 };
 
-asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, admin::Counter* counter) {
+asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, telemetry::Counter* counter) {
   Direction d;
   // No buffer until the first byte: most idle connections never need one.
   co_await from.wait_readable();
@@ -39,7 +40,8 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
       if (!shut) d.error = shut.error();
       co_return d;
     }
-    auto written = co_await to.write_all(std::span(buf).first(*n));
+    const auto filled = std::span(buf).first(*n);
+    auto written = co_await to.write_all(filled);
     if (!written) {
       d.error = written.error();
       break;
@@ -56,7 +58,7 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
 }  // namespace
 
 asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
-                                                admin::Counter* to_upstream, admin::Counter* to_downstream) {
+                                                telemetry::Counter* to_upstream, telemetry::Counter* to_downstream) {
   // The server → client direction runs as its own coroutine, the other one inline; this costs
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
   // parallel group), and idle connections are what this memory is multiplied by.
@@ -64,8 +66,16 @@ asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net
   net::Signal done(ex);
   Direction down;
   bool down_finished = false;
+  // A structured child, joined below before this frame ends (so not a DrainScope task): its
+  // result, or the exception that ended it, comes back through the completion handler.
   asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream),
-                 [&](std::exception_ptr, Direction d) {
+                 [&](std::exception_ptr e, Direction d) {
+                   if (e) {
+                     d.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
+                     spdlog::error("copy\ttask failed\terror=\"{}\"", d.error->context);
+                     upstream.reset();
+                     downstream.reset();
+                   }
                    down = std::move(d);
                    down_finished = true;
                    done.notify();

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 #include "base/error.hpp"
 #include "net/byte_stream.hpp"
 
@@ -25,6 +25,6 @@ struct Transferred {
 /// after 10 MiB (ztunnel's schedule), so idle connections stay small. `to_upstream`/`to_downstream` (may be null) are
 /// incremented live. Runs on the streams' thread.
 asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
-                                                admin::Counter* to_upstream, admin::Counter* to_downstream);
+                                                telemetry::Counter* to_upstream, telemetry::Counter* to_downstream);
 
 }  // namespace meshnode::proxy

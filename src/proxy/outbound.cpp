@@ -1,15 +1,13 @@
-// Outbound: a connection captured in the pod (15001) or asked for over socks5 (15080) is routed by
-// one pure decision over the current snapshot, then carried over HBONE, plain TCP, or passed
+// Outbound: a connection captured in the pod (15001), or asked for over socks5 (15080), is routed
+// by one pure decision over the current snapshot, then carried over HBONE, plain TCP, or passed
 // through (research §4.1).
+#include "proxy/outbound.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include "hbone/headers.hpp"
-#include "net/deadline.hpp"
 #include "net/socket.hpp"
-#include "proxy/connection_log.hpp"
 #include "proxy/copy.hpp"
-#include "proxy/pod_worker.hpp"
-#include "proxy/socks5.hpp"
 #include "state/route.hpp"
 
 namespace meshnode::proxy {
@@ -34,193 +32,103 @@ std::string baggage_of(const state::Workload& w) {
   return out;
 }
 
-socks5::Reply socks5_reply_for(const base::Error& error) {
-  switch (error.code) {
-    case base::Errc::kRecursiveCall:
-    case base::Errc::kPolicyDenied: return socks5::Reply::kNotAllowed;
-    case base::Errc::kConnectFailed: return socks5::Reply::kConnectionRefused;
-    case base::Errc::kTimeout:
-    case base::Errc::kNoHealthyUpstream: return socks5::Reply::kHostUnreachable;
-    default: return socks5::Reply::kGeneralFailure;
+// The labels and record fields a decided route gives the connection.
+void describe_route(ConnectionRecord& rec, const state::Route& route) {
+  rec.dst_addr = route.next_hop.to_string();
+  if (route.destination) set_destination(rec.labels, *route.destination);
+  if (route.service) {
+    rec.dst_service = route.service->hostname;
+    rec.labels.destination_service = route.service->hostname;
+    rec.labels.destination_service_namespace = route.service->ns;
+    rec.labels.destination_service_name = route.service->name;
   }
-}
-
-// Reads until `parse` reports a complete message or an error; the buffer keeps leftovers.
-template <class Parse>
-asio::awaitable<base::Result<std::size_t>> read_message(net::TcpStream& in, std::vector<std::byte>& buf, Parse parse) {
-  for (;;) {
-    auto parsed = parse(std::span<const std::byte>(buf));
-    if (!parsed) co_return std::unexpected(parsed.error());
-    if (parsed->value) co_return parsed->consumed;
-    std::size_t have = buf.size();
-    buf.resize(std::max(parsed->need, have + 1));
-    auto n = co_await in.read_some(std::span(buf).subspan(have));
-    if (!n) co_return std::unexpected(n.error());
-    if (*n == 0) co_return base::fail(base::Errc::kProtocol, "socks5 client closed during negotiation");
-    buf.resize(have + *n);
+  if (route.kind == state::Route::Kind::kHbone) {
+    rec.dst_hbone_addr = route.hbone_target.to_string();
+    rec.labels.connection_security_policy = "mutual_tls";
+    rec.labels.destination_principal = route.destination->identity().to_string();
   }
-}
-
-// RFC 1928 negotiation: no-auth greeting, then one CONNECT to an IP address.
-asio::awaitable<base::Result<base::SocketAddr>> socks5_negotiate(net::TcpStream& in) {
-  std::vector<std::byte> buf;
-  auto greeting_len = co_await read_message(in, buf, socks5::parse_greeting);
-  if (!greeting_len) co_return std::unexpected(greeting_len.error());
-  bool no_auth = *socks5::parse_greeting(buf)->value;
-  std::array<std::byte, 2> choice{std::byte{socks5::kVersion},
-                                  std::byte{no_auth ? socks5::kNoAuth : socks5::kNoAcceptableMethod}};
-  if (auto w = co_await in.write_all(choice); !w) co_return std::unexpected(w.error());
-  if (!no_auth) co_return base::fail(base::Errc::kProtocol, "socks5 client offered no 'no authentication' method");
-  buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*greeting_len));
-  auto request_len = co_await read_message(in, buf, socks5::parse_request);
-  if (!request_len) co_return std::unexpected(request_len.error());
-  auto request = *socks5::parse_request(buf)->value;
-  socks5::Reply refusal = socks5::Reply::kSucceeded;
-  std::string why;
-  if (request.command != 1) {
-    refusal = socks5::Reply::kCommandNotSupported;
-    why = "socks5 command " + std::to_string(request.command) + " is not supported (CONNECT only)";
-  } else if (!request.address) {
-    refusal = socks5::Reply::kAddressTypeNotSupported;
-    why = request.domain.empty() ? "socks5 address type " + std::to_string(request.address_type) + " is not supported"
-                                 : "socks5 domain name '" + request.domain + "' is not supported (no DNS yet)";
-  }
-  if (refusal != socks5::Reply::kSucceeded) {
-    co_await in.write_all(socks5::make_reply(refusal));
-    co_return base::fail(base::Errc::kProtocol, why);
-  }
-  co_return *request.address;
 }
 
 }  // namespace
 
-asio::awaitable<void> PodWorker::handle_outbound(asio::ip::tcp::socket socket) {
-  auto self = shared_from_this();
+void OutboundTunnel::reset() {
+  if (tunnel) tunnel->reset();
+  if (plain) plain->reset();
+}
+
+asio::awaitable<void> Outbound::serve(asio::ip::tcp::socket socket, TraceId id) {
   auto peer = net::peer_addr(socket.native_handle());
-  auto orig = net::original_dst(socket.native_handle());
+  auto orig = pod_.inputs.sockets.original_dst(socket.native_handle());
   net::TcpStream downstream(std::move(socket));
   if (!peer || !orig) {
     downstream.reset();
-    spdlog::warn("access\tconnection failed\tdirection=outbound error=\"{}\"",
+    spdlog::warn("access\tconnection failed\tid={} direction=outbound error=\"{}\"", id.hex(),
                  (peer ? orig.error() : peer.error()).message());
     co_return;
   }
-  co_await serve_outbound(downstream, *peer, *orig, false);
-}
-
-asio::awaitable<void> PodWorker::handle_socks5(asio::ip::tcp::socket socket) {
-  auto self = shared_from_this();
-  auto peer = net::peer_addr(socket.native_handle());
-  net::TcpStream downstream(std::move(socket));
-  auto guard = tracker_.track([&] { downstream.reset(); });
-  net::Deadline deadline(io_.get_executor(), shared_.options.connect_timeout, [&] { downstream.reset(); });
-  auto target = co_await socks5_negotiate(downstream);
-  deadline.cancel();
-  if (!peer || !target) {
+  // This frame lives as long as the connection: only what the copy and the closing log need.
+  OutboundTunnel t;
+  auto guard = pod_.tracker.track([&] {
     downstream.reset();
-    spdlog::warn("access\tconnection failed\tsrc.addr={} direction=outbound error=\"{}\"",
-                 peer ? peer->to_string() : "-", (peer ? target.error() : peer.error()).message());
+    t.reset();
+  });
+  const base::ClientAddr client{*peer};
+  const base::OrigDstAddr target{*orig};
+  auto opened = co_await open(t, client, target, id);
+  if (!opened) {
+    downstream.reset();
+    t.reset();
+    refuse(t, std::move(opened.error()));
     co_return;
   }
-  // The app dialled loopback; upstream, the connection comes from the pod's own address.
-  base::SocketAddr client = *peer;
-  if (!pod_->ips.empty()) client.ip = pod_->ips.front();
-  co_await serve_outbound(downstream, client, *target, true);
+  co_await carry(t, downstream);
 }
 
-asio::awaitable<void> PodWorker::serve_outbound(net::TcpStream& downstream, base::SocketAddr client,
-                                                base::SocketAddr target, bool socks5_reply) {
-  // This frame lives as long as the connection, so it holds only what the copy and the closing
-  // log need; routing and dialling run in open_outbound, whose (much larger) frame is freed first.
-  OutboundTunnel t;
-  auto guard = tracker_.track([&] {
-    downstream.reset();
-    if (t.tunnel) t.tunnel->reset();
-    if (t.plain) t.plain->reset();
-  });
-  if (!co_await open_outbound(t, downstream, client, target, socks5_reply)) co_return;
-  auto moved = co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent);
-  finish_outbound(t.rec, moved);
-}
-
-void PodWorker::finish_outbound(ConnectionRecord& rec, Transferred& moved) {
-  rec.bytes_recv = moved.downstream_to_upstream;
-  rec.bytes_sent = moved.upstream_to_downstream;
-  auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(moved.error);
-  shared_.metrics.on_close(final_labels, is_failure(moved.error));
-  rec.error = std::move(moved.error);
-  log_connection(rec);
-}
-
-asio::awaitable<bool> PodWorker::open_outbound(OutboundTunnel& t, net::TcpStream& downstream, base::SocketAddr client,
-                                               base::SocketAddr target, bool socks5_reply) {
+asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::ClientAddr client,
+                                                   base::OrigDstAddr target, TraceId id) {
   ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
-  rec.id = next_trace_id();
+  rec.id = id.hex();
   rec.labels.reporter = "source";
-  rec.src_addr = client;
+  rec.src_addr = client.addr;
   rec.dst_addr = target.to_string();
-  // Every failure before the copy ends here: one reply (socks5), one open and one failed close in
-  // the metrics, one log line.
-  auto refuse = [&](base::Error error) -> asio::awaitable<bool> {
-    if (socks5_reply) co_await downstream.write_all(socks5::make_reply(socks5_reply_for(error)));
-    downstream.reset();
-    if (!t.counters) shared_.metrics.on_open(rec.labels);
-    auto final_labels = rec.labels;
-    final_labels.response_flags = response_flags_for(error);
-    shared_.metrics.on_close(final_labels, true);
-    rec.error = std::move(error);
-    log_connection(rec);
-    co_return false;
-  };
 
-  auto snapshot = shared_.state.load();
-  auto source = snapshot->workload_by_uid(pod_->uid);
-  if (!source) {
-    co_return co_await refuse({base::Errc::kNotFound, "failed to fetch information about local workload " + pod_->uid});
-  }
+  auto snapshot = pod_.inputs.state.load();
+  auto source = pod_.local_workload(*snapshot);
   set_source(rec.labels, *source);
   rec.labels.source_principal = source->identity().to_string();
-  auto route = state::select_route(*snapshot, *source, target, rng_());
-  if (!route) co_return co_await refuse(route.error());
-  rec.dst_addr = route->next_hop.to_string();
-  if (route->destination) set_destination(rec.labels, *route->destination);
-  if (route->service) {
-    rec.dst_service = route->service->hostname;
-    rec.labels.destination_service = route->service->hostname;
-    rec.labels.destination_service_namespace = route->service->ns;
-    rec.labels.destination_service_name = route->service->name;
-  }
-  if (route->kind == state::Route::Kind::kHbone) {
-    rec.dst_hbone_addr = route->hbone_target.to_string();
-    rec.labels.connection_security_policy = "mutual_tls";
-    rec.labels.destination_principal = route->destination->identity().to_string();
-  }
+  auto route = state::select_route(*snapshot, *source, target, pod_.random());
+  if (!route) co_return std::unexpected(std::move(route.error()));
+  describe_route(rec, *route);
   // Counted as opened once the route is decided, before dialling (as ztunnel does).
-  t.counters = shared_.metrics.on_open(rec.labels);
+  t.counters = pod_.inputs.metrics.on_open(rec.labels);
 
   if (route->kind == state::Route::Kind::kHbone) {
-    hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
-                            "00-" + rec.id + "-" + fmt::format("{:016x}", rng_()) + "-00"};
-    hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip};
-    auto stream = co_await pool_.connect(key, hbone::connect_headers(info));
-    if (!stream) co_return co_await refuse(stream.error());
-    t.tunnel = *stream;
+    // The connection id is the trace id of the traceparent, so both ends log the same id.
+    const hbone::ConnectInfo info{route->hbone_target, client, rec.dst_service, baggage_of(*source),
+                                  hbone::make_traceparent(id.hi, id.lo, pod_.random())};
+    const hbone::PoolKey key{source->identity(), route->expected_identities, route->next_hop, client.ip()};
+    const h2::Headers headers = hbone::connect_headers(info);
+    auto stream = co_await pod_.pool.connect(key, headers);
+    if (!stream) co_return std::unexpected(std::move(stream.error()));
+    t.tunnel = std::move(*stream);
     t.upstream = t.tunnel.get();
   } else {
-    auto connected = co_await connect_upstream(route->next_hop);
-    if (!connected) co_return co_await refuse(connected.error());
+    auto connected = co_await pod_.connect_upstream(route->next_hop);
+    if (!connected) co_return std::unexpected(std::move(connected.error()));
     t.plain = std::make_unique<net::TcpStream>(std::move(*connected));
     t.upstream = t.plain.get();
   }
-  if (socks5_reply) {
-    if (auto w = co_await downstream.write_all(socks5::make_reply(socks5::Reply::kSucceeded)); !w) {
-      t.upstream->reset();
-      co_return co_await refuse(w.error());
-    }
-  }
-  co_return true;
+  co_return base::Result<void>{};
+}
+
+asio::awaitable<void> Outbound::carry(OutboundTunnel& t, net::TcpStream& downstream) {
+  auto moved = co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent);
+  record_close(pod_.inputs.metrics, t.rec, moved);
+}
+
+void Outbound::refuse(OutboundTunnel& t, base::Error error) {
+  record_refusal(pod_.inputs.metrics, t.rec, std::move(error), t.counters.has_value());
 }
 
 }  // namespace meshnode::proxy

@@ -1,19 +1,14 @@
 #include "proxy/pod_worker.hpp"
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
+#include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
+#include <string>
 
 #include "net/awaitable.hpp"
-#include "net/deadline.hpp"
 #include "net/socket.hpp"
 
 namespace meshnode::proxy {
-
-using base::Errc;
-using base::fail;
 
 std::string_view to_string(ListenerKind kind) noexcept {
   switch (kind) {
@@ -25,112 +20,84 @@ std::string_view to_string(ListenerKind kind) noexcept {
   return "unknown";
 }
 
-PodWorker::PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyShared& shared)
-    : io_(io),
-      pod_(std::move(pod)),
-      shared_(shared),
-      pool_(io.get_executor(), pod_->netns, shared.certs, shared.options.pool),
-      rng_(std::random_device{}()) {}
+PodWorker::PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyInputs& inputs)
+    : ctx_(io, std::move(pod), inputs) {}
 
 PodWorker::~PodWorker() = default;
 
 void PodWorker::start(std::vector<ListenerFd> listeners) {
   for (auto& l : listeners) {
-    auto acceptor = std::make_shared<asio::ip::tcp::acceptor>(io_);
+    auto acceptor = std::make_shared<asio::ip::tcp::acceptor>(ctx_.io);
     auto local = net::local_addr(l.fd.get());
     std::error_code ec;
     acceptor->assign(local && local->ip.is_v4() ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), l.fd.release(), ec);
     if (ec) {
-      spdlog::error("pod={} listener={} cannot be used: {}", pod_->uid, to_string(l.kind), ec.message());
+      spdlog::error("pod={} listener={} cannot be used: {}", ctx_.pod->uid, to_string(l.kind), ec.message());
       continue;
     }
     acceptors_.push_back(acceptor);
-    asio::co_spawn(io_, accept_loop(l.kind, acceptor), asio::detached);
+    std::string id = "accept " + std::string(to_string(l.kind)) + " pod=" + ctx_.pod->uid;
+    ctx_.inputs.tasks.spawn(ctx_.io.get_executor(), accept_loop(l.kind, acceptor), std::move(id), shared_from_this());
   }
 }
 
 void PodWorker::stop_accepting() {
-  stopped_ = true;
+  ctx_.stopped = true;
   for (auto& a : acceptors_) {
     std::error_code ec;
     a->close(ec);
   }
   acceptors_.clear();
-  for (auto& weak : inbound_sessions_) {
+  for (auto& weak : ctx_.inbound_sessions) {
     if (auto s = weak.lock()) s->drain();
   }
+  ctx_.pool.drain_all();
 }
 
 void PodWorker::recheck_policies(const state::StateSnapshot& snapshot) {
-  auto closed = tracker_.recheck_all(snapshot);
-  if (closed > 0) spdlog::info("pod={} policy change closed {} connection(s)", pod_->uid, closed);
+  auto closed = ctx_.tracker.recheck_all(snapshot);
+  if (closed > 0) spdlog::info("pod={} policy change closed {} connection(s)", ctx_.pod->uid, closed);
 }
 
 void PodWorker::abort_all() {
-  tracker_.abort_all();
-  for (auto& weak : inbound_sessions_) {
+  ctx_.tracker.abort_all();
+  for (auto& weak : ctx_.inbound_sessions) {
     if (auto s = weak.lock()) s->abort("pod removed");
   }
-  inbound_sessions_.clear();
-  pool_.close_all();
+  ctx_.inbound_sessions.clear();
+  ctx_.pool.close_all();
 }
 
 asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor) {
-  auto self = shared_from_this();
-  while (!stopped_) {
+  while (!ctx_.stopped) {
     auto [ec, socket] = co_await acceptor->async_accept(net::kNoThrow);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) break;
       // EMFILE and friends: log and keep serving; back off briefly so we do not spin.
-      spdlog::warn("pod={} listener={} accept failed: {}", pod_->uid, to_string(kind), ec.message());
-      asio::steady_timer pause(io_, std::chrono::milliseconds(50));
+      spdlog::warn("pod={} listener={} accept failed: {}", ctx_.pod->uid, to_string(kind), ec.message());
+      asio::steady_timer pause(ctx_.io, std::chrono::milliseconds(50));
       co_await pause.async_wait(net::kNoThrow);
       continue;
     }
+    // Ignored: Nagle only delays; a socket that refuses TCP_NODELAY still carries the bytes.
     socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    switch (kind) {
-      case ListenerKind::kOutbound:
-        asio::co_spawn(io_, handle_outbound(std::move(socket)), asio::detached);
-        break;
-      case ListenerKind::kSocks5:
-        asio::co_spawn(io_, handle_socks5(std::move(socket)), asio::detached);
-        break;
-      case ListenerKind::kInboundPlaintext:
-        asio::co_spawn(io_, handle_inbound_plaintext(std::move(socket)), asio::detached);
-        break;
-      case ListenerKind::kInboundHbone:
-        asio::co_spawn(io_, handle_hbone_connection(std::move(socket)), asio::detached);
-        break;
-    }
+    dispatch(kind, std::move(socket));
   }
 }
 
-asio::awaitable<base::Result<asio::ip::tcp::socket>> PodWorker::connect_upstream(const base::SocketAddr& addr,
-                                                                                 const base::IpAddr* client) {
-  const base::IpAddr* source = shared_.options.transparent_inbound ? client : nullptr;
-  auto fd = net::make_connect_socket(pod_->netns.get(), addr, net::kProxyMark, source);
-  if (!fd) co_return std::unexpected(fd.error());
-  asio::ip::tcp::socket socket(io_);
-  std::error_code ec;
-  socket.assign(addr.ip.is_v4() ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), fd->release(), ec);
-  if (ec) co_return fail(Errc::kIo, "assign upstream socket", ec);
-  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(addr.ip.to_string(), ec), addr.port);
-  net::Deadline deadline(io_.get_executor(), shared_.options.connect_timeout, [&socket] {
-    std::error_code ignored;
-    socket.close(ignored);
-  });
-  auto [cec] = co_await socket.async_connect(endpoint, net::kNoThrow);
-  if (cec) {
-    if (deadline.expired()) co_return fail(Errc::kTimeout, "connect to " + addr.to_string() + " timed out");
-    co_return fail(Errc::kConnectFailed, "connect to " + addr.to_string(), cec);
+void PodWorker::dispatch(ListenerKind kind, asio::ip::tcp::socket socket) {
+  const TraceId id = ctx_.next_trace_id();
+  auto ex = ctx_.io.get_executor();
+  auto self = shared_from_this();
+  auto& tasks = ctx_.inputs.tasks;
+  switch (kind) {
+    case ListenerKind::kOutbound: tasks.spawn(ex, outbound_.serve(std::move(socket), id), id.hex(), self); break;
+    case ListenerKind::kSocks5: tasks.spawn(ex, socks5_.serve(std::move(socket), id), id.hex(), self); break;
+    case ListenerKind::kInboundPlaintext:
+      tasks.spawn(ex, passthrough_.serve(std::move(socket), id), id.hex(), self);
+      break;
+    case ListenerKind::kInboundHbone: tasks.spawn(ex, inbound_.serve(std::move(socket), id, self), id.hex(), self); break;
   }
-  co_return std::move(socket);
 }
-
-bool PodWorker::is_own_ip(const base::IpAddr& ip) const {
-  return std::find(pod_->ips.begin(), pod_->ips.end(), ip) != pod_->ips.end();
-}
-
-std::string PodWorker::next_trace_id() { return fmt::format("{:016x}{:016x}", rng_(), rng_()); }
 
 }  // namespace meshnode::proxy

@@ -113,7 +113,7 @@ Failure first_failure(const Match& m, const Peer& peer) {
                           [&](const base::IpNet& n) { return n.contains(req.destination.ip); });
   if (f.field != Field::kNone) return f;
   f = check_group(Field::kSourceIps, m.source_ips, m.not_source_ips,
-                  [&](const base::IpNet& n) { return n.contains(req.source.ip); });
+                  [&](const base::IpNet& n) { return n.contains(req.source.ip()); });
   if (f.field != Field::kNone) return f;
   f = check_group(Field::kDestinationPorts, m.destination_ports, m.not_destination_ports,
                   [&](std::uint16_t p) { return p == req.destination.port; });
@@ -306,7 +306,7 @@ std::string describe_failure(const Match& m, const Failure& f, const Peer& peer)
       return describe_group("destination ip", req.destination.ip.to_string(), "destinationIps",
                             "notDestinationIps", m.destination_ips, m.not_destination_ips, f);
     case Field::kSourceIps:
-      return describe_group("source ip", req.source.ip.to_string(), "sourceIps", "notSourceIps", m.source_ips,
+      return describe_group("source ip", req.source.ip().to_string(), "sourceIps", "notSourceIps", m.source_ips,
                             m.not_source_ips, f);
     case Field::kDestinationPorts:
       return describe_group("destination port", std::to_string(req.destination.port), "destinationPorts",

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "base/spiffe.hpp"
 #include "state/authorization.hpp"
@@ -16,7 +17,7 @@ namespace meshnode::state {
 /// Source: ztunnel rbac::Connection (research §4.6).
 struct AuthzRequest {
   /// TCP peer address of the connection (the real peer IP, also on the plaintext path).
-  base::SocketAddr source;
+  base::ClientAddr source;
   /// Verified peer identity; nullopt for inbound plaintext (15006), which has none.
   std::optional<base::SpiffeId> source_identity;
   /// Destination pod IP and target (container) port.

@@ -144,20 +144,21 @@ Route direct_route(const Upstream& upstream) {
   route.service = upstream.service;
   if (upstream.workload->protocol == TunnelProtocol::kHbone) {
     route.kind = Route::Kind::kHbone;
-    route.next_hop = {upstream.ip, kInboundHbonePort};
-    route.hbone_target = {upstream.ip, upstream.port};
+    route.next_hop = base::NextHop{{upstream.ip, kInboundHbonePort}};
+    route.hbone_target = base::HboneTarget{{upstream.ip, upstream.port}};
     route.expected_identities = expected_identities(*upstream.workload, upstream.service);
   } else {
     route.kind = Route::Kind::kTcp;
-    route.next_hop = {upstream.ip, upstream.port};
+    route.next_hop = base::NextHop{{upstream.ip, upstream.port}};
   }
   return route;
 }
 
 }  // namespace
 
-Result<Route> select_route(const StateSnapshot& snapshot, const Workload& source, base::SocketAddr orig_dst,
+Result<Route> select_route(const StateSnapshot& snapshot, const Workload& source, base::OrigDstAddr orig,
                            std::uint64_t lb_random) {
+  const base::SocketAddr& orig_dst = orig.addr;
   if (orig_dst.ip.is_loopback() && is_illegal_port(orig_dst.port)) {
     return fail(Errc::kRecursiveCall, "attempted recursive call to ourselves: " + orig_dst.to_string());
   }
@@ -166,7 +167,7 @@ Result<Route> select_route(const StateSnapshot& snapshot, const Workload& source
   if (!*upstream) {
     Route route;
     route.kind = Route::Kind::kPassthrough;
-    route.next_hop = orig_dst;
+    route.next_hop = base::NextHop{orig_dst};
     return route;
   }
   // Later: workload waypoints and cross-network (double HBONE) decisions slot in here.

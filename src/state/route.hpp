@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/address_roles.hpp"
 #include "base/ip.hpp"
 #include "base/spiffe.hpp"
 #include "state/snapshot.hpp"
@@ -40,10 +41,10 @@ struct Route {
   Kind kind = Kind::kPassthrough;
   /// The address to connect to: podIP:15008 (kHbone), podIP:targetPort (kTcp), orig_dst
   /// (kPassthrough).
-  base::SocketAddr next_hop;
+  base::NextHop next_hop;
   /// CONNECT :authority = podIP:targetPort. Only meaningful for kHbone (default-constructed
   /// otherwise).
-  base::SocketAddr hbone_target;
+  base::HboneTarget hbone_target;
   /// Identities the peer certificate may present: the destination workload's identity first, then
   /// the service's subjectAltNames that parse as SPIFFE ids (duplicates dropped). kHbone only;
   /// empty otherwise.
@@ -68,7 +69,7 @@ struct Route {
 ///          Errc::kNoHealthyUpstream naming the service when a VIP has no usable endpoint.
 /// Pure and thread-safe.
 [[nodiscard]] Result<Route> select_route(const StateSnapshot& snapshot, const Workload& source,
-                                         base::SocketAddr orig_dst, std::uint64_t lb_random);
+                                         base::OrigDstAddr orig_dst, std::uint64_t lb_random);
 
 /// "hbone" / "tcp" / "passthrough" (logs, access log).
 [[nodiscard]] std::string_view to_string(Route::Kind kind) noexcept;

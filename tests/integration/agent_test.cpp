@@ -26,7 +26,7 @@
 #include <random>
 #include <thread>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 #include "agent/exec.hpp"
 #include "agent/redirect.hpp"
@@ -334,7 +334,7 @@ class AgentEvents : public AgentIntegration {
 
   std::filesystem::path dir_;
   AgentOptions options_;
-  admin::MetricsRegistry metrics_;
+  telemetry::MetricsRegistry metrics_;
   std::unique_ptr<Agent> agent_;
 };
 
@@ -636,7 +636,7 @@ class AgentWithProxy : public AgentEvents {
   std::string prefix_;
   bool cluster_up_ = false;
   std::map<std::string, std::string> env_;
-  std::map<int, admin::MetricsRegistry> registries_;
+  std::map<int, telemetry::MetricsRegistry> registries_;
   std::map<int, std::unique_ptr<Agent>> agents_;
   std::map<int, integration::Process> proxies_;
   std::optional<integration::Process> app_;

@@ -37,13 +37,14 @@ nodeapi::zds::WorkloadInfo ZdsPod::info() const {
   return info;
 }
 
-std::unique_ptr<ZdsCluster> ZdsCluster::create(int pods_per_node, std::string& error) {
+std::unique_ptr<ZdsCluster> ZdsCluster::create(int pods_per_node, std::string& error,
+                                               const std::set<std::string>& not_in_config) {
   std::unique_ptr<ZdsCluster> c(new ZdsCluster());
-  if (!c->bring_up(pods_per_node, error)) return nullptr;  // the destructor removes what exists
+  if (!c->bring_up(pods_per_node, error, not_in_config)) return nullptr;  // the destructor removes what exists
   return c;
 }
 
-bool ZdsCluster::bring_up(int pods_per_node, std::string& error) {
+bool ZdsCluster::bring_up(int pods_per_node, std::string& error, const std::set<std::string>& not_in_config) {
   char tmpl[] = "/tmp/meshnode-zds.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     error = "mkdtemp failed";
@@ -80,6 +81,10 @@ bool ZdsCluster::bring_up(int pods_per_node, std::string& error) {
       if (!pod->fd.valid()) {
         error = "cannot open /var/run/netns/" + pod->netns;
         return false;
+      }
+      if (not_in_config.contains(pod->name)) {
+        pods_.push_back(std::move(pod));
+        continue;
       }
       config << "- uid: " << pod->uid() << "\n"
              << "  name: " << pod->name << "\n"
@@ -229,7 +234,7 @@ void ZdsClusterTest::SetUp() {
   }
   std::string error;
   try {
-    cluster_ = ZdsCluster::create(pods_per_node(), error);
+    cluster_ = ZdsCluster::create(pods_per_node(), error, pods_not_in_config());
   } catch (const std::exception& e) {
     error = e.what();
   }

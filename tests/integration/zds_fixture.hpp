@@ -30,11 +30,14 @@ struct ZdsPod {
 
 /// scripts/cluster.sh topology with `pods_per_node` pods per node (2 nodes) and NO proxy started:
 /// tests start shared-mode proxies (`--inpod-uds`) and enroll pods through fake node agents
-/// (fakes::ZdsServer). Every node config lists every pod (HBONE). The destructor stops every
+/// (fakes::ZdsServer). Every node config lists every pod (HBONE) except those named in
+/// `not_in_config` (pod names, e.g. "n1p0"): such pods are known only from what ZDS says of them,
+/// as in a cluster whose local config does not list every pod. The destructor stops every
 /// process it started and removes the namespaces and the work dir. Not thread-safe.
 class ZdsCluster {
  public:
-  static std::unique_ptr<ZdsCluster> create(int pods_per_node, std::string& error);
+  static std::unique_ptr<ZdsCluster> create(int pods_per_node, std::string& error,
+                                            const std::set<std::string>& not_in_config = {});
   ~ZdsCluster();
   ZdsCluster(const ZdsCluster&) = delete;
   ZdsCluster& operator=(const ZdsCluster&) = delete;
@@ -70,7 +73,7 @@ class ZdsCluster {
 
  private:
   ZdsCluster() = default;
-  bool bring_up(int pods_per_node, std::string& error);
+  bool bring_up(int pods_per_node, std::string& error, const std::set<std::string>& not_in_config);
   void tear_down() noexcept;
 
   std::string prefix_;
@@ -93,6 +96,8 @@ std::string replay_snapshot(fakes::ZdsServer& agent, const std::vector<ZdsPod*>&
 class ZdsClusterTest : public ::testing::Test {
  protected:
   virtual int pods_per_node() const { return 2; }
+  /// Pods (by name) the node configs leave out: enrolled with ZDS's WorkloadInfo only.
+  virtual std::set<std::string> pods_not_in_config() const { return {}; }
   void SetUp() override;
   void TearDown() override;
   ZdsCluster& cluster() { return *cluster_; }

@@ -399,5 +399,43 @@ TEST_F(ZdsTest, AgentAwayForTenSecondsTrafficNeverStopsAndReadinessRecovers) {
   EXPECT_GT(not_ready_polls, 0);
 }
 
+// ---- a pod only ZDS knows (issue 11, defect 0) -------------------------------------------------
+
+class ZdsPodNotInConfigTest : public ZdsTest {
+ protected:
+  std::set<std::string> pods_not_in_config() const override { return {"n1p0"}; }
+};
+
+// The normal case in a cluster: the agent enrolls a pod the proxy's config does not list. Its
+// identity is the one ZDS's WorkloadInfo gives (trust domain cluster.local) and its IPs are its
+// netns' own. It used to abort node 1's proxy (double free) on the pod's first outbound connection.
+TEST_F(ZdsPodNotInConfigTest, OutboundOfPodKnownOnlyFromZdsUsesItsZdsIdentityAndIp) {
+  ZdsPod& client = cluster().pod(1, 0);
+  ASSERT_NO_FATAL_FAILURE(start_nodes({&client}));
+  ASSERT_TRUE(eventually(seconds(10), [&] { return has_pod_listeners(cluster().listening_ports(client.netns)); }));
+
+  for (int i = 0; i < 3; ++i) expect_round_trip(client);
+  EXPECT_TRUE(proxies_[1].running()) << "node 1's proxy died serving a pod that is not in its config";
+  EXPECT_EQ(cluster().readiness(1), 200);
+
+  const std::string zds_identity = "source_principal=\"spiffe://cluster.local/ns/default/sa/n1p0\"";
+  EXPECT_TRUE(eventually(seconds(10), [&] {
+    return metric_sum(cluster().metrics(1), "istio_tcp_connections_opened_total",
+                      {"reporter=\"source\"", "source_workload=\"n1p0\"", zds_identity,
+                       "connection_security_policy=\"mutual_tls\"",
+                       "destination_principal=\"spiffe://cluster.local/ns/default/sa/n2p0\""}) >= 3;
+  })) << "node1 metrics:\n" << cluster().metrics(1);
+  EXPECT_EQ(metric_sum(cluster().metrics(1), "istio_tcp_connections_failed_total", {"reporter=\"source\""}), 0)
+      << cluster().metrics(1);
+  // Node 2 verified the certificate node 1 presented for the pod: the identity ZDS gave it.
+  EXPECT_TRUE(eventually(seconds(10), [&] {
+    return metric_sum(cluster().metrics(2), "istio_tcp_connections_opened_total",
+                      {"reporter=\"destination\"", zds_identity, "connection_security_policy=\"mutual_tls\""}) >= 3;
+  })) << "node2 metrics:\n" << cluster().metrics(2);
+  // ... and saw the connections come from the pod's own IP (the socket is made in its netns).
+  const std::string node2_log = read_file(cluster().workdir() + "/proxy-node2.log");
+  EXPECT_NE(node2_log.find("src.addr=" + client.ip + ":"), std::string::npos) << tail_lines(node2_log, 20);
+}
+
 }  // namespace
 }  // namespace meshnode::integration

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <random>
 
-#include "admin/metrics.hpp"
+#include "telemetry/metrics.hpp"
 #include "nodeapi/zds.hpp"
 
 namespace meshnode::agent {
@@ -77,7 +77,7 @@ class ZdsServerTest : public ::testing::Test {
   std::string path_ = temp_socket();
   std::shared_ptr<const base::Netns> own_;
   std::vector<ZdsServer::SnapshotEntry> snapshot_;
-  admin::Gauge connected_;
+  telemetry::Gauge connected_;
   std::unique_ptr<ZdsServer> server_;
 };
 

@@ -279,14 +279,6 @@ TEST(CniEvent, IpsTable) {
   }
 }
 
-TEST(CniEvent, Base64) {
-  EXPECT_EQ(base64(""), "");
-  EXPECT_EQ(base64("f"), "Zg==");
-  EXPECT_EQ(base64("fo"), "Zm8=");
-  EXPECT_EQ(base64("foo"), "Zm9v");
-  EXPECT_EQ(base64("foobar"), "Zm9vYmFy");
-}
-
 Request request(Command command, const std::string& in = config(), Env env = good_env()) {
   auto req = parse_request(command, env, in);
   EXPECT_TRUE(req) << (req ? "" : req.error().msg);

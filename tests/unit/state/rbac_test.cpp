@@ -76,7 +76,7 @@ Req as(std::string id) { return Req{.identity = std::move(id)}; }
 
 AuthzRequest request(const Req& r, const Workload* destination) {
   AuthzRequest out;
-  out.source = base::SocketAddr::parse(r.src).value();
+  out.source = base::ClientAddr{base::SocketAddr::parse(r.src).value()};
   if (r.identity) out.source_identity = base::SpiffeId::parse(*r.identity).value();
   out.destination = base::SocketAddr::parse(r.dst).value();
   out.destination_workload = destination;

@@ -183,7 +183,7 @@ TEST_P(SelectRouteTest, Table) {
   const RouteCase& c = GetParam();
   auto source = snapshot->workload_by_uid("c");
   ASSERT_NE(source, nullptr);
-  auto route = select_route(*snapshot, *source, base::SocketAddr::parse(c.orig_dst).value(), c.lb_random);
+  auto route = select_route(*snapshot, *source, base::OrigDstAddr{base::SocketAddr::parse(c.orig_dst).value()}, c.lb_random);
   if (c.error) {
     ASSERT_FALSE(route.has_value());
     EXPECT_EQ(route.error().code, *c.error) << route.error().message();
@@ -192,9 +192,9 @@ TEST_P(SelectRouteTest, Table) {
   ASSERT_TRUE(route.has_value()) << route.error().message();
   EXPECT_EQ(route->kind, c.expect.kind) << to_string(route->kind);
   EXPECT_EQ(route->next_hop.to_string(), c.expect.next_hop);
-  EXPECT_EQ(route->hbone_target, c.expect.hbone_target.empty()
-                                     ? base::SocketAddr{}
-                                     : base::SocketAddr::parse(c.expect.hbone_target).value());
+  EXPECT_EQ(route->hbone_target.addr, c.expect.hbone_target.empty()
+                                          ? base::SocketAddr{}
+                                          : base::SocketAddr::parse(c.expect.hbone_target).value());
   EXPECT_EQ(route->destination ? route->destination->uid : "", c.expect.destination);
   EXPECT_EQ(route->service ? route->service->key() : "", c.expect.service);
   std::vector<std::string> ids;
@@ -208,11 +208,11 @@ INSTANTIATE_TEST_SUITE_P(Outbound, SelectRouteTest, ::testing::ValuesIn(route_ca
 TEST(SelectRoute, ErrorsNameTheServiceAndTheLoop) {
   auto snapshot = make_snapshot();
   auto source = snapshot->workload_by_uid("c");
-  auto none = select_route(*snapshot, *source, base::SocketAddr::parse("10.96.0.4:80").value(), 0);
+  auto none = select_route(*snapshot, *source, base::OrigDstAddr{base::SocketAddr::parse("10.96.0.4:80").value()}, 0);
   ASSERT_FALSE(none.has_value());
   EXPECT_EQ(none.error().context,
             "no healthy upstream for service default/empty.default.svc.cluster.local port 80");
-  auto loop = select_route(*snapshot, *source, base::SocketAddr::parse("127.0.0.1:15001").value(), 0);
+  auto loop = select_route(*snapshot, *source, base::OrigDstAddr{base::SocketAddr::parse("127.0.0.1:15001").value()}, 0);
   ASSERT_FALSE(loop.has_value());
   EXPECT_EQ(loop.error().context, "attempted recursive call to ourselves: 127.0.0.1:15001");
 }
@@ -220,7 +220,7 @@ TEST(SelectRoute, ErrorsNameTheServiceAndTheLoop) {
 TEST(SelectRoute, WeightedPickIsDeterministicAndProportional) {
   auto snapshot = make_snapshot();
   auto source = snapshot->workload_by_uid("c");
-  auto vip = base::SocketAddr::parse("10.96.0.1:80").value();
+  auto vip = base::OrigDstAddr{base::SocketAddr::parse("10.96.0.1:80").value()};
   int picked_b = 0;
   for (std::uint64_t r = 0; r < 400; ++r) {
     auto first = select_route(*snapshot, *source, vip, r).value();
@@ -239,7 +239,7 @@ TEST(SelectRoute, AllowAllHealthPolicyUsesUnhealthyEndpoints) {
   s[0].load_balancing.health_policy = HealthPolicy::kAllowAll;
   auto snapshot = StateSnapshot::build(w, s, {}).value();
   auto route = select_route(*snapshot, workload("c", "default", "c", {}),
-                            base::SocketAddr::parse("10.96.0.3:80").value(), 0);
+                            base::OrigDstAddr{base::SocketAddr::parse("10.96.0.3:80").value()}, 0);
   ASSERT_TRUE(route.has_value()) << route.error().message();
   EXPECT_EQ(route->next_hop.to_string(), "10.0.3.1:15008");
 }
@@ -251,7 +251,7 @@ TEST(SelectRoute, Ipv4OnlyServiceSkipsV6OnlyEndpoint) {
   s[0].ip_families = IpFamilies::kIpv4Only;
   auto snapshot = StateSnapshot::build(w, s, {}).value();
   auto route = select_route(*snapshot, workload("c", "default", "c", {}),
-                            base::SocketAddr::parse("[fd00:96::1]:80").value(), 0);
+                            base::OrigDstAddr{base::SocketAddr::parse("[fd00:96::1]:80").value()}, 0);
   ASSERT_FALSE(route.has_value());
   EXPECT_EQ(route.error().code, Errc::kNoHealthyUpstream);
 }

@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <stdexcept>
 #include <random>
 #include <string>
 
 #include "base/spiffe.hpp"
+#include "tls/cert_manager.hpp"
+#include "tls/local_ca.hpp"
 #include "tls/ossl.hpp"
 
 namespace meshnode::tls::testing {
@@ -34,6 +38,13 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// A certificate manager over a built-in CA created in `dir` (throws when it cannot be made).
+inline std::unique_ptr<CertManager> cert_manager_in(const TempDir& dir) {
+  auto ca = LocalCa::load_or_create(dir.path());
+  if (!ca) throw std::runtime_error(ca.error().message());
+  return std::make_unique<CertManager>(std::move(*ca));
+}
 
 inline base::SpiffeId spiffe(std::string td, std::string ns, std::string sa) {
   return base::SpiffeId{std::move(td), std::move(ns), std::move(sa)};

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/ip.hpp"
+#include "base/netns.hpp"
+#include "base/spiffe.hpp"
+#include "base/unique_fd.hpp"
+#include "h2/session.hpp"
+#include "hbone/client_pool.hpp"
+#include "net/drain_scope.hpp"
+#include "net/socket_factory.hpp"
+#include "proxy/tcp_metrics.hpp"
+#include "state/store.hpp"
+#include "state/workload.hpp"
+#include "tls/cert_manager.hpp"
+
+namespace meshnode::proxy {
+
+/// An enrolled pod as the proxy serves it: who it is and the netns its listeners live in.
+/// Immutable; shared by every worker serving the pod.
+struct PodInfo {
+  std::string uid;
+  std::string name;
+  std::string ns;
+  base::SpiffeId identity;
+  std::vector<base::IpAddr> ips;
+  std::shared_ptr<const base::Netns> netns;
+  /// The pod as a workload, as known when it was enrolled: the snapshot's workload with `uid`,
+  /// else one made from what enrolled it (ZDS WorkloadInfo: name, namespace, service account,
+  /// trust domain cluster.local; `ips` from the pod netns). Used when the current snapshot has no
+  /// workload with `uid`: a pod the agent enrolled is served even if the control plane has not
+  /// (yet) described it. Never null.
+  std::shared_ptr<const state::Workload> workload;
+};
+
+/// Timeouts and protocol settings of the data path.
+struct ProxyOptions {
+  std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);    ///< upstream TCP
+  std::chrono::steady_clock::duration handshake_timeout = std::chrono::seconds(10);  ///< inbound TLS
+  h2::Settings h2;
+  hbone::ClientPool::Options pool;
+  /// Inbound connections reach the app from the original client's IP (IP_TRANSPARENT + bind),
+  /// as ztunnel does; needs the node agent's in-pod policy routing for the replies.
+  bool transparent_inbound = false;
+};
+
+/// What every path of every pod takes from the process (the reference's ProxyInputs): the state,
+/// the certificates, the metrics, where sockets come from, and the scope every connection,
+/// session and accept loop of the data path is spawned in. All thread-safe; all outlive every
+/// pod worker.
+struct ProxyInputs {
+  state::StateStore& state;
+  tls::CertManager& certs;
+  TcpMetrics& metrics;
+  net::SocketFactory& sockets;
+  net::DrainScope& tasks;
+  ProxyOptions options;
+};
+
+/// The four listeners of a pod (DESIGN §1 ports).
+enum class ListenerKind { kOutbound, kInboundPlaintext, kInboundHbone, kSocks5 };
+/// "outbound" | "inbound_plaintext" | "inbound_hbone" | "socks5".
+[[nodiscard]] std::string_view to_string(ListenerKind kind) noexcept;
+
+/// A listening socket created in the pod netns, handed to a worker.
+struct ListenerFd {
+  ListenerKind kind;
+  base::UniqueFd fd;
+};
+
+}  // namespace meshnode::proxy

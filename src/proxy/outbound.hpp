@@ -1,0 +1,59 @@
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include <memory>
+#include <optional>
+
+#include "base/address_roles.hpp"
+#include "base/error.hpp"
+#include "h2/session.hpp"
+#include "net/byte_stream.hpp"
+#include "proxy/connection_log.hpp"
+#include "proxy/pod_context.hpp"
+#include "proxy/tcp_metrics.hpp"
+
+namespace meshnode::proxy {
+
+/// What an outbound connection keeps while its bytes flow (the connection-long frame holds only
+/// this; routing and dialling run in Outbound::open, whose larger frame is freed first).
+struct OutboundTunnel {
+  ConnectionRecord rec;
+  std::shared_ptr<h2::Stream> tunnel;           ///< HBONE route
+  std::unique_ptr<net::TcpStream> plain;        ///< plain TCP or passthrough route
+  std::optional<TcpMetrics::Handle> counters;   ///< set once the route is decided (counted opened)
+  net::ByteStream* upstream = nullptr;          ///< tunnel or plain, once dialled
+
+  /// Resets the upstream, if any (both directions end).
+  void reset();
+};
+
+/// The outbound path (research §4.1): a connection the pod's app opened is routed by one pure
+/// decision over the current snapshot (state::select_route) and carried over HBONE, plain TCP, or
+/// passed through. Serves the captured listener (15001) itself; Socks5 (15080) reuses open, carry
+/// and refuse. Worker thread only.
+class Outbound {
+ public:
+  explicit Outbound(PodContext& pod) : pod_(pod) {}
+
+  /// One connection captured on 15001 (its original destination from SO_ORIGINAL_DST).
+  asio::awaitable<void> serve(asio::ip::tcp::socket socket, TraceId id);
+
+  /// Routes `client` → `target` as the pod's workload and dials the route's next hop; fills `t`
+  /// (record, labels, counters once routed, upstream once dialled).
+  /// @returns the refusal reason: select_route's errors (kRecursiveCall, kNoHealthyUpstream) and
+  ///          the dial's (kConnectFailed, kTimeout, kTlsHandshake, kIdentityMismatch,
+  ///          kPolicyDenied from the peer's 401, ...). Nothing is logged or counted closed yet.
+  asio::awaitable<base::Result<void>> open(OutboundTunnel& t, base::ClientAddr client, base::OrigDstAddr target,
+                                           TraceId id);
+  /// Copies both directions until they end, then records the close (log line, metrics).
+  asio::awaitable<void> carry(OutboundTunnel& t, net::TcpStream& downstream);
+  /// Records a refused connection (one failed close, one log line). The caller has reset it.
+  void refuse(OutboundTunnel& t, base::Error error);
+
+ private:
+  PodContext& pod_;
+};
+
+}  // namespace meshnode::proxy

@@ -166,6 +166,25 @@ EventResponse Agent::handle_del(const nodeapi::PluginEvent& event) {
   return json_response(200, {{"removed", pod.has_value()}});
 }
 
+std::size_t Agent::release_all_pods() {
+  std::vector<std::string> uids;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [uid, pod] : pods_) uids.push_back(uid);
+  }
+  for (const std::string& uid : uids) {
+    auto pod = find_pod(uid);
+    if (!pod) continue;
+    nodeapi::PluginEvent del;
+    del.pod_uid = uid;
+    del.pod_name = pod->record.name;
+    del.pod_namespace = pod->record.namespace_;
+    (void)handle_del(del);
+  }
+  spdlog::info("uninstall: released {} pods (rules removed, proxies told, records erased)", uids.size());
+  return uids.size();
+}
+
 EventResponse Agent::handle_check(const nodeapi::PluginEvent& event) {
   auto pod = find_pod(event.pod_uid);
   if (!pod) {

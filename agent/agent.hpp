@@ -75,6 +75,12 @@ class Agent {
   /// Stops both servers (pods, rules and records stay: a restarted agent picks them up).
   void stop();
 
+  /// Uninstall (issue 14): for every enrolled pod, removes our rules from its netns (while that is
+  /// still the pod's), tells every proxy to drop it (DelWorkload) and erases its record. The pods
+  /// keep running with plain, uncaptured traffic. Call with the plugin entry already gone, so no
+  /// ADD arrives meanwhile. @returns how many pods were released. Blocking; one thread.
+  std::size_t release_all_pods();
+
  private:
   struct Pod {
     PodRecord record;

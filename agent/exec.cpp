@@ -89,7 +89,7 @@ bool pump(UniqueFd& in, std::string_view input, UniqueFd& out, UniqueFd& err, Ex
 }  // namespace
 
 base::Result<ExecOutput> run_program(const std::vector<std::string>& argv, std::string_view input,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout, const std::vector<std::string>& extra_env) {
   if (argv.empty()) return fail(Errc::kInvalidArgument, "empty command");
   const std::string program = resolve(argv[0]);
   if (program.empty()) return fail(Errc::kNotFound, "program not found: " + argv[0]);
@@ -105,8 +105,13 @@ base::Result<ExecOutput> run_program(const std::vector<std::string>& argv, std::
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // Extra entries first: getenv(3) returns the first match, so they win over inherited ones.
+  std::vector<char*> env;
+  for (const auto& e : extra_env) env.push_back(const_cast<char*>(e.c_str()));
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return base::fail_errno("spawn " + program, rc);
   in->read.reset();

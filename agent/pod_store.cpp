@@ -1,7 +1,6 @@
 // Enrolled-pod records in the run dir (restart safety, issue 4).
 #include "agent/pod_store.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/unique_fd.hpp"
+#include "agent/file_util.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -77,19 +76,7 @@ base::Result<PodStore> PodStore::open(const std::string& run_dir) {
 std::string PodStore::path_of(std::string_view uid) const { return dir_ + "/" + escape(uid) + ".json"; }
 
 base::Result<void> PodStore::save(const PodRecord& record) {
-  const std::string path = path_of(record.uid);
-  const std::string tmp = path + ".tmp";
-  const std::string text = to_json(record);
-  base::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd) return base::fail_errno("open " + tmp, errno);
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || ::fsync(fd.get()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return base::fail_errno("write " + tmp, err);
-  }
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return base::fail_errno("rename " + tmp, errno);
-  return {};
+  return write_file_atomically(path_of(record.uid), to_json(record), 0600);
 }
 
 base::Result<void> PodStore::erase(std::string_view uid) {

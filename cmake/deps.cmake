@@ -10,6 +10,8 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 # CMake's FindProtobuf module (Debian ships no protobuf CMake config): protobuf::libprotobuf, protobuf_generate.
 find_package(Protobuf REQUIRED)
+# gRPC C++ (Debian ships its CMake config): gRPC::grpc++, gRPC::grpc_cpp_plugin.
+find_package(gRPC CONFIG REQUIRED)
 
 # Standalone Asio ships no CMake config: an interface target with the settings we rely on.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

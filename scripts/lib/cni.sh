@@ -8,6 +8,12 @@
 #       writes <workdir>/cni/node<N>/meshnode.conflist: bridge `cni0` in the node netns,
 #       isGateway (198.19.<N>.1 inside the NODE netns only), host-local 198.19.<N>.0/24 from .10 with
 #       its dataDir under <workdir>, then meshnode-cni posting to <agent-socket>.
+#   cni_node_primary <workdir> <node>
+#       the same node with only the primary CNI (bridge + host-local) in <workdir>/cni/node<N>/net.d/
+#       10-bridge.conflist and an empty bin dir <workdir>/cni/node<N>/bin: a node before
+#       meshnode-agent's install step chains meshnode-cni into it (--cni-net-dir, --cni-bin-dir).
+#       Pods then run whichever chain the conf dir holds (MN_CNI_CONFLIST=<file> overrides it, as a
+#       runtime still holding an old chain would), with CNI_PATH "<bin dir>:/usr/lib/cni".
 #   cni_pod_add <workdir> <node> <pod> [namespace] [uid]
 #       creates netns <prefix>-n<N>-<pod>, runs the chain's ADD (CNI_ARGS with IgnoreUnknown=1,
 #       K8S_POD_NAMESPACE/NAME/UID; uid defaults to cluster1//v1/Pod/<namespace>/<pod>) and prints the
@@ -19,7 +25,8 @@
 #   cni_pod_get <workdir> <pod> <KEY>
 #       prints one fact of a pod created by cni_pod_add.
 #
-# CNI_PATH is "<dir of meshnode-cni>:/usr/lib/cni"; the meshnode-cni binary is $MESHNODE_CNI_BIN.
+# CNI_PATH is "<dir of meshnode-cni>:/usr/lib/cni" (the binary is $MESHNODE_CNI_BIN), or the node's
+# own bin dir for a node set up with cni_node_primary.
 
 MN_CNI_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MN_CNI_SYSTEM_PLUGINS=${MN_CNI_SYSTEM_PLUGINS:-/usr/lib/cni}
@@ -36,15 +43,10 @@ cni_path() {
   printf '%s:%s\n' "$(cd "$(dirname "$bin")" && pwd)" "$MN_CNI_SYSTEM_PLUGINS"
 }
 
-cni_node_setup() {
-  local workdir=$1 n=$2 socket=$3 excluded=${4:-'["kube-system"]'}
-  local dir="$workdir/cni/node$n"
-  mkdir -p "$dir/ipam" "$dir/cache" "$workdir/cni/pods"
-  cat >"$dir/meshnode.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "meshnode-node$n",
-  "plugins": [
+# cni_bridge_plugin <workdir> <node>: the node's primary CNI plugin (bridge + host-local) as JSON.
+cni_bridge_plugin() {
+  local dir="$1/cni/node$2" n=$2
+  cat <<EOF
     {
       "type": "bridge",
       "bridge": "cni0",
@@ -58,7 +60,20 @@ cni_node_setup() {
                      "gateway": "198.19.$n.1"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
-    },
+    }
+EOF
+}
+
+cni_node_setup() {
+  local workdir=$1 n=$2 socket=$3 excluded=${4:-'["kube-system"]'}
+  local dir="$workdir/cni/node$n"
+  mkdir -p "$dir/ipam" "$dir/cache" "$workdir/cni/pods"
+  cat >"$dir/meshnode.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "meshnode-node$n",
+  "plugins": [
+$(cni_bridge_plugin "$workdir" "$n"),
     {
       "type": "meshnode-cni",
       "agentSocket": "$socket",
@@ -70,15 +85,57 @@ cni_node_setup() {
 EOF
 }
 
+cni_node_primary() {
+  local workdir=$1 n=$2 dir="$1/cni/node$2"
+  mkdir -p "$dir/ipam" "$dir/cache" "$dir/net.d" "$dir/bin" "$workdir/cni/pods"
+  cat >"$dir/net.d/.10-bridge.conflist.tmp" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "meshnode-node$n",
+  "plugins": [
+$(cni_bridge_plugin "$workdir" "$n")
+  ]
+}
+EOF
+  mv "$dir/net.d/.10-bridge.conflist.tmp" "$dir/net.d/10-bridge.conflist"
+}
+
+# cni_node_conflist <workdir> <node>: the network a runtime on the node would use: $MN_CNI_CONFLIST
+# when set (a runtime still holding an old chain), else the first config file of the node's conf dir
+# (cni_node_primary), else the meshnode.conflist of cni_node_setup.
+cni_node_conflist() {
+  local dir="$1/cni/node$2" first
+  if [[ -n ${MN_CNI_CONFLIST:-} ]]; then
+    printf '%s\n' "$MN_CNI_CONFLIST"
+  elif [[ -d $dir/net.d ]]; then
+    first=$(find "$dir/net.d" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.conflist' -o -name '*.json' \) \
+      ! -name '.*' -printf '%f\n' | LC_ALL=C sort | head -n 1)
+    printf '%s\n' "$dir/net.d/$first"
+  else
+    printf '%s\n' "$dir/meshnode.conflist"
+  fi
+}
+
+# cni_node_path <workdir> <node>: CNI_PATH on the node: its own bin dir (where an installing agent
+# copies meshnode-cni) when it has one, else cni_path.
+cni_node_path() {
+  local dir="$1/cni/node$2"
+  if [[ -d $dir/bin ]]; then
+    printf '%s:%s\n' "$dir/bin" "$MN_CNI_SYSTEM_PLUGINS"
+  else
+    cni_path
+  fi
+}
+
 # cni_chain <workdir> <node> <command> <containerid> <netns path> <cni args>: runs the executor with
 # the node netns as the host. Prints the chain's stdout; returns its status.
 cni_chain() {
   local workdir=$1 n=$2 command=$3 cid=$4 netns=$5 args=$6 cpath prefix
-  cpath=$(cni_path) || return 1
+  cpath=$(cni_node_path "$workdir" "$n") || return 1
   prefix=$(cluster_env_get "$workdir/cluster.env" MN_PREFIX)
   ip netns exec "$prefix-node$n" env CNI_COMMAND="$command" CNI_CONTAINERID="$cid" CNI_NETNS="$netns" \
     CNI_IFNAME=eth0 CNI_PATH="$cpath" CNI_ARGS="$args" \
-    python3 "$MN_CNI_LIB_DIR/cni_exec.py" "$command" "$workdir/cni/node$n/meshnode.conflist" \
+    python3 "$MN_CNI_LIB_DIR/cni_exec.py" "$command" "$(cni_node_conflist "$workdir" "$n")" \
     "$workdir/cni/node$n/cache"
 }
 

@@ -53,10 +53,18 @@ Result<void> Netns::run_in(const std::function<void()>& fn) const {
     original = &*nested;
   }
   if (::setns(fd_.get(), CLONE_NEWNET) != 0) return fail_errno("setns into " + description_, errno);
+  // Restores on every exit path, an exception from `fn` included: a thread left in a pod's
+  // namespace would create every later socket there.
+  struct Restore {
+    const Netns* original;
+    ~Restore() {
+      --run_in_depth;
+      MESHNODE_CHECK(::setns(original->fd(), CLONE_NEWNET) == 0, "cannot restore the thread's network namespace");
+    }
+  };
   ++run_in_depth;
+  const Restore restore{original};
   fn();
-  --run_in_depth;
-  MESHNODE_CHECK(::setns(original->fd(), CLONE_NEWNET) == 0, "cannot restore the thread's network namespace");
   return {};
 }
 

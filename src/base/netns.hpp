@@ -26,7 +26,8 @@ class Netns {
 
   /// Runs `fn` with the calling thread switched into this namespace, then switches back.
   /// Synchronous on purpose: sockets created inside stay bound to the namespace; never suspend
-  /// inside `fn`. Errc::kIo if entering fails (then `fn` is not run). Failing to restore the
+  /// inside `fn`. Errc::kIo if entering fails (then `fn` is not run). The namespace is restored
+  /// on every exit, also when `fn` throws (the exception then propagates). Failing to restore the
   /// original namespace aborts the process: the thread would be poisoned for every later task.
   [[nodiscard]] Result<void> run_in(const std::function<void()>& fn) const;
 

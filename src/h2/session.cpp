@@ -310,7 +310,8 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       co_await asio::post(socket_.get_executor(), asio::use_awaitable);
       if (dead_) break;
     }
-    auto n = co_await socket_.read_some(std::as_writable_bytes(std::span(buf)));
+    const auto into = std::as_writable_bytes(std::span(buf));
+    auto n = co_await socket_.read_some(into);
     if (!n || *n == 0) {
       abort(!n ? n.error().message() : "peer closed the connection");
       break;
@@ -339,7 +340,8 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
     if (out_.empty() && socket_.has_pending_output()) {
       // Ciphertext the socket did not take yet (send_now under backpressure, a KeyUpdate answer).
       writing_ = true;
-      auto flushed = co_await socket_.write_all({});
+      constexpr std::span<const std::byte> kNothing;  // only flushes what is queued
+      auto flushed = co_await socket_.write_all(kNothing);
       writing_ = false;
       if (!flushed) {
         abort("write failed: " + flushed.error().message());

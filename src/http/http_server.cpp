@@ -68,7 +68,8 @@ asio::awaitable<void> watchdog(std::shared_ptr<Connection> c) {
 
 asio::awaitable<bool> write_all(Connection& c, const std::string& data) {
   c.set_deadline(Clock::now() + kWriteTimeout);
-  auto [ec, n] = co_await asio::async_write(c.socket, asio::buffer(data), kUseTuple);
+  const auto bytes = asio::buffer(data);
+  auto [ec, n] = co_await asio::async_write(c.socket, bytes, kUseTuple);
   c.clear_deadline();
   co_return !ec;
 }
@@ -82,7 +83,8 @@ asio::awaitable<void> linger_close(Connection& c) {
   std::array<char, 4096> scratch{};
   std::size_t total = 0;
   while (total < kLingerMaxBytes) {
-    auto [ec, n] = co_await c.socket.async_read_some(asio::buffer(scratch), kUseTuple);
+    const auto into = asio::buffer(scratch);
+    auto [ec, n] = co_await c.socket.async_read_some(into, kUseTuple);
     if (ec) break;
     total += n;
   }
@@ -93,7 +95,8 @@ asio::awaitable<void> reply_and_close(Connection& c, int status, std::string_vie
   HttpResponse response;
   response.status = status;
   response.body = fmt::format("{}\n", why);
-  if (co_await write_all(c, serialize_response(response, false, false))) co_await linger_close(c);
+  const std::string wire = serialize_response(response, false, false);
+  if (co_await write_all(c, wire)) co_await linger_close(c);
   c.close();
 }
 
@@ -105,7 +108,8 @@ asio::awaitable<bool> discard_body(Connection& c, std::string& buffer, uint64_t 
   c.set_deadline(Clock::now() + kBodyTimeout);
   std::array<char, 4096> chunk{};
   while (remaining > 0) {
-    auto [ec, n] = co_await c.socket.async_read_some(asio::buffer(chunk), kUseTuple);
+    const auto into = asio::buffer(chunk);
+    auto [ec, n] = co_await c.socket.async_read_some(into, kUseTuple);
     if (ec) co_return false;
     const auto body = static_cast<std::size_t>(std::min<uint64_t>(remaining, n));
     remaining -= body;
@@ -185,11 +189,13 @@ asio::awaitable<std::optional<ParsedHead>> HttpServer::Impl::read_head(Connectio
     if (parsed.status != HeadStatus::kIncomplete) {
       const bool too_large = parsed.status == HeadStatus::kTooLarge;
       spdlog::debug("http server={} conn={} rejected request: {}", name, c.id, parsed.error);
-      co_await reply_and_close(c, too_large ? 431 : 400,
-                               too_large ? "request header fields too large" : "bad request");
+      const int status = too_large ? 431 : 400;
+      const std::string_view why = too_large ? "request header fields too large" : "bad request";
+      co_await reply_and_close(c, status, why);
       co_return std::nullopt;
     }
-    auto [ec, n] = co_await c.socket.async_read_some(asio::buffer(chunk), kUseTuple);
+    const auto into = asio::buffer(chunk);
+    auto [ec, n] = co_await c.socket.async_read_some(into, kUseTuple);
     if (ec) {
       if (c.timed_out) spdlog::debug("http server={} conn={} request head timed out", name, c.id);
       co_return std::nullopt;
@@ -232,18 +238,20 @@ asio::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Impl> self, std::s
     if (!head) break;
     buffer.erase(0, head->head_bytes);
     if (head->has_transfer_encoding) {
-      co_await reply_and_close(*c, 501, "request bodies with Transfer-Encoding are not supported");
+      constexpr std::string_view kWhy = "request bodies with Transfer-Encoding are not supported";
+      co_await reply_and_close(*c, 501, kWhy);
       break;
     }
     if (head->content_length > kMaxBodyBytes) {
-      co_await reply_and_close(*c, 413, "request body too large");
+      constexpr std::string_view kWhy = "request body too large";
+      co_await reply_and_close(*c, 413, kWhy);
       break;
     }
     if (!co_await discard_body(*c, buffer, head->content_length) || self->stopped) break;
     HttpResponse response = self->handle(head->request, c->id);
     const bool keep_alive = head->keep_alive && !self->stopped;
-    const bool written =
-        co_await write_all(*c, serialize_response(response, keep_alive, head->request.method == "HEAD"));
+    const std::string wire = serialize_response(response, keep_alive, head->request.method == "HEAD");
+    const bool written = co_await write_all(*c, wire);
     if (response.after_response) response.after_response();
     if (!written) break;
     if (!keep_alive) {

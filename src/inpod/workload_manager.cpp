@@ -66,7 +66,10 @@ base::Result<void> WorkloadManager::add(const std::string& uid, const WorkloadId
   seen_.insert(uid);
   if (auto it = pods_.find(uid); it != pods_.end()) {
     if (*it->second.pod->netns == netns) {
-      if (!it->second.set) start(it->second);  // a repeated Add of a pending pod retries now
+      if (!it->second.set) {
+        start(it->second);  // a repeated Add of a pending pod retries now
+        update_gauges();
+      }
       return outcome(it->second);
     }
     spdlog::info("pod={} netns changed ({} -> {}): replacing its listeners", uid, it->second.pod->netns->description(),
@@ -112,8 +115,9 @@ void WorkloadManager::arm_retry() {
   retry_armed_ = true;
   retry_timer_.expires_after(kRetryInterval);
   retry_timer_.async_wait([this](const std::error_code& ec) {
-    retry_armed_ = false;
+    // Cancelled: clear() ran (maybe from the destructor), so `this` may be gone; it disarmed.
     if (ec) return;
+    retry_armed_ = false;
     for (auto& [uid, entry] : pods_) {
       if (!entry.set) start(entry);
     }
@@ -158,6 +162,7 @@ void WorkloadManager::clear() {
   for (const auto& [uid, entry] : pods_) deps_.readiness.remove_pending(pending_task(uid));
   pods_.clear();
   retry_timer_.cancel();
+  retry_armed_ = false;
 }
 
 std::size_t WorkloadManager::active_connections() const {

@@ -29,7 +29,8 @@ class ZdsClient {
   ZdsClient(asio::io_context& control, std::string path, WorkloadManager& manager, telemetry::Readiness& readiness,
             telemetry::MetricsRegistry& registry, net::DrainScope& tasks);
   void start();
-  /// Stops reconnecting and closes the connection.
+  /// Stops reconnecting and closes the connection. The loop ends soon after (its task leaves
+  /// `tasks`); destroy the client only once it has, or once the control io_context no longer runs.
   void stop();
 
  private:

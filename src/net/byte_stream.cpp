@@ -27,14 +27,16 @@ base::Error to_error(const std::error_code& ec, const char* what) {
 }  // namespace
 
 asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::byte> buf) {
-  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf.data(), buf.size()), kNoThrow);
+  const auto into = asio::buffer(buf.data(), buf.size());
+  auto [ec, n] = co_await socket_.async_read_some(into, kNoThrow);
   if (ec == asio::error::eof) co_return 0;
   if (ec) co_return std::unexpected(to_error(ec, "tcp read"));
   co_return n;
 }
 
 asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::byte> data) {
-  auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(data.data(), data.size()), kNoThrow);
+  const auto from = asio::buffer(data.data(), data.size());
+  auto [ec, n] = co_await asio::async_write(socket_, from, kNoThrow);
   if (ec) co_return std::unexpected(to_error(ec, "tcp write"));
   co_return base::Result<void>{};
 }

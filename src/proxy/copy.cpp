@@ -40,7 +40,8 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
       if (!shut) d.error = shut.error();
       co_return d;
     }
-    auto written = co_await to.write_all(std::span(buf).first(*n));
+    const auto filled = std::span(buf).first(*n);
+    auto written = co_await to.write_all(filled);
     if (!written) {
       d.error = written.error();
       break;

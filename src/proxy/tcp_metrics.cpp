@@ -3,9 +3,6 @@
 namespace meshnode::proxy {
 namespace {
 
-using telemetry::Counter;
-using telemetry::Labels;
-
 constexpr std::string_view kOpened = "istio_tcp_connections_opened_total";
 constexpr std::string_view kClosed = "istio_tcp_connections_closed_total";
 constexpr std::string_view kFailed = "istio_tcp_connections_failed_total";
@@ -14,7 +11,7 @@ constexpr std::string_view kReceived = "istio_tcp_received_bytes_total";
 
 }  // namespace
 
-Labels to_labels(const TrafficLabels& tl) {
+telemetry::Labels to_labels(const TrafficLabels& tl) {
   return {
       {"reporter", tl.reporter},
       {"source_workload", tl.source_workload},
@@ -43,17 +40,17 @@ Labels to_labels(const TrafficLabels& tl) {
 }
 
 TcpMetrics::Handle TcpMetrics::on_open(const TrafficLabels& labels) {
-  Labels l = to_labels(labels);
+  telemetry::Labels l = to_labels(labels);
   registry_.counter(kOpened, "The total number of TCP connections opened", l).inc();
-  Counter& sent =
+  telemetry::Counter& sent =
       registry_.counter(kSent, "The size of total bytes sent during response in case of a TCP connection", l);
-  Counter& received = registry_.counter(
+  telemetry::Counter& received = registry_.counter(
       kReceived, "The size of total bytes received during request in case of a TCP connection", std::move(l));
   return Handle{&sent, &received};
 }
 
 void TcpMetrics::on_close(const TrafficLabels& final_labels, bool failed) {
-  Labels l = to_labels(final_labels);
+  telemetry::Labels l = to_labels(final_labels);
   if (failed)
     registry_.counter(kFailed, "The total number of TCP connections that failed to establish", l).inc();
   registry_.counter(kClosed, "The total number of TCP connections closed", std::move(l)).inc();

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -23,7 +25,8 @@ struct Endpoint {
   /// Never null.
   std::shared_ptr<const Workload> workload;
   /// The workload's own mappings for this service (may be empty: then the service's ports decide).
-  std::vector<PortMapping> ports;
+  /// Points into `workload->services`, kept alive by `workload`.
+  std::span<const PortMapping> ports;
 };
 
 /// One consistent, immutable view of all workloads, services and policies, with lookup indexes.
@@ -34,7 +37,10 @@ class StateSnapshot {
   struct Token {};
 
  public:
-  using WorkloadMap = std::map<std::string, std::shared_ptr<const Workload>, std::less<>>;
+  /// Flat map: (uid, workload) sorted by uid; the key views the workload's own uid. A sorted vector
+  /// instead of a tree: the xDS apply benchmark measured ~100 bytes and one allocation less per
+  /// workload, and lookups are a binary search.
+  using WorkloadMap = std::vector<std::pair<std::string_view, std::shared_ptr<const Workload>>>;
   using ServiceMap = std::map<std::string, Service, std::less<>>;
   using PolicyMap = std::map<std::string, Authorization, std::less<>>;
 
@@ -44,6 +50,12 @@ class StateSnapshot {
   /// may list a service key that no Service declares (its endpoints are still indexed).
   [[nodiscard]] static Result<std::shared_ptr<const StateSnapshot>> build(
       std::vector<Workload> workloads, std::vector<Service> services, std::vector<Authorization> policies);
+  /// As build(), for workloads that are already shared: the xDS cache keeps its converted
+  /// workloads across snapshots, so a new snapshot shares them instead of copying 100,000 values.
+  /// Same errors as build(); a null workload is Errc::kInvalidArgument.
+  [[nodiscard]] static Result<std::shared_ptr<const StateSnapshot>> build(
+      std::vector<std::shared_ptr<const Workload>> workloads, std::vector<Service> services,
+      std::vector<Authorization> policies);
   /// A snapshot with nothing in it (the state before the first config arrives).
   [[nodiscard]] static std::shared_ptr<const StateSnapshot> empty();
 
@@ -75,23 +87,35 @@ class StateSnapshot {
   /// All policies keyed and sorted by "ns/name".
   [[nodiscard]] const PolicyMap& policies() const noexcept { return policies_; }
   /// Policies with Global scope, ordered by key (pointers into `policies()`).
-  [[nodiscard]] std::span<const Authorization* const> global_policies() const noexcept { return global_policies_; }
+  [[nodiscard]] std::span<const Authorization* const> global_policies() const noexcept {
+    return global_policies_;
+  }
 
  private:
   using AddressKey = std::pair<std::string, base::IpAddr>;
+  /// One (network, IP) of a workload; sorted by (ip, network) for binary search.
+  struct WorkloadAddress {
+    base::IpAddr ip;
+    std::string_view network;  // views the workload's network
+    std::uint32_t index;       // into workloads_
+  };
 
-  [[nodiscard]] Result<void> add_workload(Workload workload);
+  [[nodiscard]] Result<void> index_workloads(std::vector<std::shared_ptr<const Workload>> workloads);
   [[nodiscard]] Result<void> add_service(Service service);
   [[nodiscard]] Result<void> add_policy(Authorization policy);
   void index_endpoints();
 
   WorkloadMap workloads_;
-  std::map<AddressKey, std::shared_ptr<const Workload>> workloads_by_address_;
+  std::vector<WorkloadAddress> workloads_by_address_;
   ServiceMap services_;
   std::map<AddressKey, const Service*> services_by_vip_;
   PolicyMap policies_;
   std::vector<const Authorization*> global_policies_;
-  std::map<std::string, std::vector<Endpoint>, std::less<>> endpoints_;
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::vector<Endpoint>, StringHash, std::equal_to<>> endpoints_;
 };
 
 }  // namespace meshnode::state

@@ -27,6 +27,7 @@ struct IdentityTls {
   std::string leaf_pem;                              ///< PEM of the leaf
   std::string serial_hex;                            ///< leaf serial, lowercase hex
   std::vector<std::string> root_pems;                ///< one PEM per root, provider order
+  std::size_t chain_length = 1;                      ///< certificates presented: leaf + intermediates
 };
 
 /// One row of the `certificates` section of /config_dump (the reference proxy's field meanings).

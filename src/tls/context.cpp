@@ -3,6 +3,7 @@
 #include <memory>
 #include <string_view>
 
+#include "tls/crl.hpp"
 #include "tls/verify.hpp"
 
 namespace meshnode::tls {
@@ -45,15 +46,38 @@ int select_h2(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen, co
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-// Chain verification first, then the HBONE server rule: the client's first URI SAN must be a SPIFFE
-// id of our trust domain (research §2.1). Authorization by identity happens later, in policy.
-int verify_client(X509_STORE_CTX* store_ctx, void* arg) {
-  auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store_ctx, SSL_get_ex_data_X509_STORE_CTX_idx()));
+SSL* ssl_of(X509_STORE_CTX* store_ctx) {
+  return static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store_ctx, SSL_get_ex_data_X509_STORE_CTX_idx()));
+}
+
+// X509 chain verification, then the CRLs of CRL_PATH (a revoked peer is refused on both HBONE
+// sides); records why on the SSL for verify_failure_reason.
+bool verify_chain(X509_STORE_CTX* store_ctx, SSL* ssl) {
   if (X509_verify_cert(store_ctx) <= 0) {
     int err = X509_STORE_CTX_get_error(store_ctx);
     if (ssl != nullptr) set_verify_failure_reason(ssl, X509_verify_cert_error_string(err));
-    return 0;
+    return false;
   }
+  std::string revoked = chain_revocation_reason(store_ctx);
+  if (revoked.empty()) return true;
+  X509_STORE_CTX_set_error(store_ctx, X509_V_ERR_CERT_REVOKED);
+  if (ssl != nullptr) {
+    set_verify_failure_reason(
+        ssl, std::string(X509_verify_cert_error_string(X509_V_ERR_CERT_REVOKED)) + ": " + revoked);
+  }
+  return false;
+}
+
+// Client side of HBONE: the server's identity is checked after the handshake (verify_server_identity).
+int verify_server(X509_STORE_CTX* store_ctx, void* /*arg*/) {
+  return verify_chain(store_ctx, ssl_of(store_ctx)) ? 1 : 0;
+}
+
+// Chain verification first, then the HBONE server rule: the client's first URI SAN must be a SPIFFE
+// id of our trust domain (research §2.1). Authorization by identity happens later, in policy.
+int verify_client(X509_STORE_CTX* store_ctx, void* arg) {
+  SSL* ssl = ssl_of(store_ctx);
+  if (!verify_chain(store_ctx, ssl)) return 0;
   const auto& ours = *static_cast<const std::string*>(arg);
   std::vector<std::string> sans = uri_sans(X509_STORE_CTX_get0_cert(store_ctx));
   std::string reason;
@@ -151,6 +175,7 @@ Result<SslCtxPtr> make_client_context(const CertifiedKey& ck) {
   auto ctx = make_common(TLS_client_method(), ck);
   if (!ctx) return ctx;
   SSL_CTX_set_verify(ctx->get(), SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_cert_verify_callback(ctx->get(), verify_server, nullptr);
   // Unlike most OpenSSL calls, set_alpn_protos returns 0 on success.
   if (SSL_CTX_set_alpn_protos(ctx->get(), kAlpnWire, sizeof kAlpnWire) != 0) {
     return fail_ossl(Errc::kTlsHandshake, "SSL_CTX_set_alpn_protos");

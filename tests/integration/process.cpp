@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -184,6 +185,31 @@ RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds ti
   unlink((base + ".out").c_str());
   unlink((base + ".err").c_str());
   return result;
+}
+
+int count_events(const Process& p, std::string_view event) {
+  return p.count_lines("\"event\": \"" + std::string(event) + "\"");
+}
+
+double last_field(const Process& p, std::string_view event, std::string_view key) {
+  std::istringstream in(p.stdout_text());
+  const std::string needle = "\"event\": \"" + std::string(event) + "\"";
+  const std::string field = "\"" + std::string(key) + "\": ";
+  double value = -1;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) == std::string::npos) continue;
+    if (auto at = line.find(field); at != std::string::npos) value = std::strtod(line.c_str() + at + field.size(), nullptr);
+  }
+  return value;
+}
+
+std::optional<std::pair<long, long>> finish_loop(Process& loop) {
+  loop.close_stdin();
+  if (!loop.wait_for(std::chrono::seconds(20))) return std::nullopt;
+  const double attempted = last_field(loop, "summary", "attempted");
+  const double failed = last_field(loop, "summary", "failed");
+  if (attempted < 0 || failed < 0) return std::nullopt;
+  return std::pair{static_cast<long>(attempted), static_cast<long>(failed)};
 }
 
 }  // namespace meshnode::integration

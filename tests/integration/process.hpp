@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace meshnode::integration {
@@ -83,6 +84,15 @@ class Process {
 /// A command still running at the deadline is killed and reported with timed_out = true.
 RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
               const std::string& scratch_dir);
+
+/// Number of stdout lines of a tools/*.py peer (one JSON object per line) with `"event": "<event>"`.
+int count_events(const Process& p, std::string_view event);
+/// Value of the numeric field `key` in the last line containing `"event": "<event>"` (-1 if none).
+double last_field(const Process& p, std::string_view event, std::string_view key);
+
+/// Closes the stdin of a tools/zds_peer.py `loop` and returns its summary (attempted, failed), or
+/// nullopt when it did not exit within 20 s or printed no summary.
+std::optional<std::pair<long, long>> finish_loop(Process& loop);
 
 /// Whole content of a file ("" if it does not exist).
 std::string read_file(const std::string& path);

@@ -8,6 +8,14 @@
 
 namespace meshnode::integration {
 
+/// A shared-mode meshnode-proxy's addresses inside its node netns. The first proxy of a node uses
+/// the defaults; a second one (restart hand-off) needs other admin ports (they do not reuse ports).
+struct ProxyPorts {
+  int admin = 15000;
+  int metrics = 15020;
+  int readiness = 15021;
+};
+
 /// A fresh cluster prefix "mn-<6 hex>" (the form scripts/lib/cluster.sh accepts and cleans up).
 std::string random_prefix();
 

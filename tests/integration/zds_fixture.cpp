@@ -226,22 +226,6 @@ std::string replay_snapshot(fakes::ZdsServer& agent, const std::vector<ZdsPod*>&
 }
 
 
-int count_events(const Process& p, std::string_view event) {
-  return p.count_lines("\"event\": \"" + std::string(event) + "\"");
-}
-
-double last_field(const Process& p, std::string_view event, std::string_view key) {
-  std::istringstream in(p.stdout_text());
-  const std::string needle = "\"event\": \"" + std::string(event) + "\"";
-  const std::string field = "\"" + std::string(key) + "\": ";
-  double value = -1;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(needle) == std::string::npos) continue;
-    if (auto at = line.find(field); at != std::string::npos) value = std::strtod(line.c_str() + at + field.size(), nullptr);
-  }
-  return value;
-}
-
 void ZdsClusterTest::SetUp() {
   const bool ci = std::getenv("CI") != nullptr && std::string_view(std::getenv("CI")) == "true";
   if (geteuid() != 0) {

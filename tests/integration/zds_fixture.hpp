@@ -28,14 +28,6 @@ struct ZdsPod {
   [[nodiscard]] nodeapi::zds::WorkloadInfo info() const;
 };
 
-/// A shared-mode meshnode-proxy's addresses inside its node netns. The first proxy of a node uses
-/// the defaults; a second one (restart hand-off) needs other admin ports (they do not reuse ports).
-struct ProxyPorts {
-  int admin = 15000;
-  int metrics = 15020;
-  int readiness = 15021;
-};
-
 /// scripts/cluster.sh topology with `pods_per_node` pods per node (2 nodes) and NO proxy started:
 /// tests start shared-mode proxies (`--inpod-uds`) and enroll pods through fake node agents
 /// (fakes::ZdsServer). Every node config lists every pod (HBONE) except those named in
@@ -98,10 +90,6 @@ std::string replay_snapshot(fakes::ZdsServer& agent, const std::vector<ZdsPod*>&
                             std::chrono::seconds within = std::chrono::seconds(20));
 
 
-/// The `event` lines of a zds_peer.py stdout as (event, line) pairs: helpers to find fields.
-int count_events(const Process& p, std::string_view event);
-/// Value of the numeric field `key` in the last line containing `"event": "<event>"` (-1 if none).
-double last_field(const Process& p, std::string_view event, std::string_view key);
 
 /// Per-test fixture: a fresh ZdsCluster for each test (SetUp) removed in TearDown. Without root the
 /// tests skip visibly; with CI=true they fail instead. On failure, prints the logs in the work dir.

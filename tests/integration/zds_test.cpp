@@ -313,16 +313,6 @@ Process start_loop(ZdsCluster& c, const ZdsPod& from, const ZdsPod& to, const st
                           label, /*stdin_pipe=*/true);
 }
 
-/// Closes the loop's stdin and returns its summary (attempted, failed), or nullopt.
-std::optional<std::pair<long, long>> finish_loop(Process& loop) {
-  loop.close_stdin();
-  if (!loop.wait_for(seconds(20))) return std::nullopt;
-  const double attempted = last_field(loop, "summary", "attempted");
-  const double failed = last_field(loop, "summary", "failed");
-  if (attempted < 0 || failed < 0) return std::nullopt;
-  return std::pair{static_cast<long>(attempted), static_cast<long>(failed)};
-}
-
 TEST_F(ZdsTest, RestartHandoffLosesNoNewConnectionAndClosesOldOnesAtDeadline) {
   ZdsPod& client = cluster().pod(1, 0);
   ASSERT_NO_FATAL_FAILURE(start_nodes({&client}, {"CONNECTION_TERMINATION_DEADLINE=2s"}));

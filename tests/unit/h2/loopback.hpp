@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,8 @@ inline asio::awaitable<base::Result<Bytes>> read_exactly(net::ByteStream& s, std
   Bytes out(n);
   std::size_t got = 0;
   while (got < n) {
-    auto r = co_await s.read_some(std::span(out).subspan(got));
+    const auto rest = std::span(out).subspan(got);
+    auto r = co_await s.read_some(rest);
     if (!r) co_return std::unexpected(r.error());
     if (*r == 0) co_return base::fail(base::Errc::kClosed, "EOF after " + std::to_string(got) + " bytes");
     got += *r;
@@ -100,6 +102,17 @@ inline asio::awaitable<base::Result<void>> write_and_close(net::ByteStream& s, s
   co_return co_await s.shutdown_write();
 }
 
+/// Reads `s` to EOF while writing `data` to it (then EOF), both at once.
+inline asio::awaitable<std::tuple<base::Result<Bytes>, base::Result<void>>> read_and_write(
+    net::ByteStream& s, std::span<const std::byte> data, std::size_t chunk = 64 * 1024) {
+  using namespace asio::experimental::awaitable_operators;
+  // Named first, awaited second (STYLE: no temporary inside a co_await expression).
+  auto reader = read_to_eof(s);
+  auto writer = write_and_close(s, data, chunk);
+  auto both = std::move(reader) && std::move(writer);
+  co_return co_await std::move(both);
+}
+
 /// Copies `s` back to itself until EOF, then half-closes; returns bytes echoed.
 inline asio::awaitable<base::Result<std::size_t>> echo(net::ByteStream& s) {
   Bytes buf(64 * 1024);
@@ -108,7 +121,8 @@ inline asio::awaitable<base::Result<std::size_t>> echo(net::ByteStream& s) {
     auto n = co_await s.read_some(buf);
     if (!n) co_return std::unexpected(n.error());
     if (*n == 0) break;
-    auto w = co_await s.write_all(std::span(buf).first(*n));
+    const auto filled = std::span(buf).first(*n);
+    auto w = co_await s.write_all(filled);
     if (!w) co_return std::unexpected(w.error());
     total += *n;
   }
@@ -143,9 +157,7 @@ struct ServerStreamRecord {
 class HboneLoopback {
  public:
   HboneLoopback() {
-    auto ca = tls::LocalCa::load_or_create(dir_.path());
-    if (!ca) throw std::runtime_error(ca.error().message());
-    certs_ = std::make_unique<tls::CertManager>(std::move(*ca));
+    certs_ = tls::testing::cert_manager_in(dir_);
     auto server = certs_->get(kServerId);
     if (!server) throw std::runtime_error(server.error().message());
     server_tls_ = *server;
@@ -187,14 +199,15 @@ class HboneLoopback {
   }
 
   /// CONNECT headers for a stream the server serves in `mode` (see serve_stream).
-  h2::Headers headers(std::string mode, std::string tag = "", std::size_t size = 0, std::uint64_t seed = 0) const {
+  h2::Headers headers(std::string_view mode, std::string_view tag = "", std::size_t size = 0,
+                      std::uint64_t seed = 0) const {
     hbone::ConnectInfo info{base::HboneTarget{base::SocketAddr{base::IpAddr::v4({127, 0, 0, 1}), 8080}},
                             base::ClientAddr{base::SocketAddr{base::IpAddr::v4({10, 0, 0, 1}), 43210}},
                             "echo.default.svc.cluster.local",
                             "", hbone::make_traceparent(1, 2, 3)};
     auto h = hbone::connect_headers(info);
-    h.push_back({"x-mode", std::move(mode)});
-    h.push_back({"x-tag", std::move(tag)});
+    h.push_back({"x-mode", std::string(mode)});
+    h.push_back({"x-tag", std::string(tag)});
     h.push_back({"x-size", std::to_string(size)});
     h.push_back({"x-seed", std::to_string(seed)});
     return h;
@@ -205,17 +218,19 @@ class HboneLoopback {
   asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect_with(h2::Headers h, hbone::PoolKey k) {
     co_return co_await pool().connect(k, h);
   }
-  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const std::string& mode, const std::string& tag = "",
+  /// Not a coroutine: the headers are built before it returns, so its arguments may be literals.
+  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(std::string_view mode, std::string_view tag = "",
                                                                     std::size_t size = 0, std::uint64_t seed = 0) {
     return connect_with(headers(mode, tag, size, seed), key());
   }
 
-  /// Runs `body` on the io_context until it finishes; fails the test if it takes longer than
-  /// `limit`. Then closes everything and lets the remaining coroutines unwind.
-  void run(const std::function<asio::awaitable<void>()>& body, std::chrono::steady_clock::duration limit = 20s) {
+  /// Runs `body` (a named coroutine over this loopback) on the io_context until it finishes;
+  /// fails the test if it takes longer than `limit`. Then closes everything and lets the
+  /// remaining coroutines unwind.
+  void run(asio::awaitable<void> body, std::chrono::steady_clock::duration limit = 20s) {
     bool done = false;
     std::exception_ptr error;
-    asio::co_spawn(io_, body(), [&](std::exception_ptr e) {
+    asio::co_spawn(io_, std::move(body), [&](std::exception_ptr e) {
       error = e;
       done = true;
     });
@@ -250,12 +265,14 @@ class HboneLoopback {
   }
 
   asio::awaitable<void> accept_one(asio::ip::tcp::socket socket) {
-    auto session = co_await hbone::accept_hbone(
-        std::move(socket), server_tls_->server_ctx.get(), 5s, h2::Settings{},
-        [this](std::shared_ptr<h2::Stream> s, std::shared_ptr<const hbone::InboundConnection> c) {
-          return serve_stream(std::move(s), std::move(c));
-        },
-        tasks_);
+    hbone::StreamHandler handler = [this](std::shared_ptr<h2::Stream> s,
+                                          std::shared_ptr<const hbone::InboundConnection> c) {
+      return serve_stream(std::move(s), std::move(c));
+    };
+    SSL_CTX* const ctx = server_tls_->server_ctx.get();
+    const h2::Settings settings;
+    constexpr std::chrono::steady_clock::duration kHandshake = 5s;
+    auto session = co_await hbone::accept_hbone(std::move(socket), ctx, kHandshake, settings, std::move(handler), tasks_);
     if (session) {
       sessions.push_back(*session);
     } else {
@@ -275,7 +292,6 @@ class HboneLoopback {
   //   status    respond x-size as the status code
   asio::awaitable<void> serve_stream(std::shared_ptr<h2::Stream> stream,
                                      std::shared_ptr<const hbone::InboundConnection> conn) {
-    using namespace asio::experimental::awaitable_operators;
     ++streams_served;
     std::string mode(stream->header("x-mode"));
     std::string tag(stream->header("x-tag"));
@@ -301,7 +317,7 @@ class HboneLoopback {
       if (!n) rec.sent = std::unexpected(n.error());
     } else if (mode == "exchange") {
       auto data = random_bytes(seed, size);
-      auto [got, sent] = co_await (read_to_eof(*stream) && write_and_close(*stream, data));
+      auto [got, sent] = co_await read_and_write(*stream, data);
       rec.received = std::move(got);
       rec.sent = sent;
     } else if (mode == "source") {
@@ -315,13 +331,15 @@ class HboneLoopback {
       rec.sent = w;
     } else if (mode == "halfclose") {
       rec.received = co_await read_to_eof(*stream);
-      rec.sent = co_await write_and_close(*stream, random_bytes(seed, size));
+      const auto data = random_bytes(seed, size);
+      rec.sent = co_await write_and_close(*stream, data);
     } else if (mode == "reset") {
       // Many small writes keep this stream's DATA interleaved with other streams' frames in the
       // connection's write batches; then abort mid-flow.
       auto data = random_bytes(seed, size);
       for (std::size_t off = 0; off < size && rec.sent; off += 16 * 1024) {
-        rec.sent = co_await stream->write_all(std::span(data).subspan(off, std::min<std::size_t>(16 * 1024, size - off)));
+        const auto piece = std::span(data).subspan(off, std::min<std::size_t>(16 * 1024, size - off));
+        rec.sent = co_await stream->write_all(piece);
       }
       stream->reset();
     } else if (mode == "sink") {

@@ -64,6 +64,96 @@ asio::awaitable<ReadAll> read_all(ByteStream& s) {
   }
 }
 
+// The tests' coroutines are named functions over references (STYLE "Async": no capturing lambda is
+// itself a coroutine, no temporary is built inside a co_await expression).
+
+asio::awaitable<void> write_close_then_read(TcpStream& client, TcpStream& server, ReadAll& got, bool& done) {
+  const auto hello = as_bytes("hello");
+  EXPECT_TRUE(co_await client.write_all(hello));
+  client.socket().close();
+  got = co_await read_all(server);
+  done = true;
+}
+
+asio::awaitable<void> abort_peer_then_read(tcp::socket& peer, TcpStream& server, ReadAll& got, bool& done) {
+  // An abortive close by the peer: SO_LINGER {on, 0} then close sends RST instead of FIN.
+  peer.set_option(asio::socket_base::linger(true, 0));
+  peer.close();
+  got = co_await read_all(server);
+  done = true;
+}
+
+asio::awaitable<void> reset_twice_then_read(TcpStream& client, TcpStream& server, ReadAll& got, bool& done) {
+  client.reset();
+  client.reset();  // idempotent
+  got = co_await read_all(server);
+  done = true;
+}
+
+asio::awaitable<void> write_after_peer_reset(tcp::socket& peer, TcpStream& server, base::Result<void>& result,
+                                             bool& done) {
+  peer.set_option(asio::socket_base::linger(true, 0));
+  peer.close();
+  std::vector<std::byte> chunk(64 * 1024);
+  // The first write may land in the send buffer before the RST is processed; keep writing.
+  for (int i = 0; i < 64 && result; ++i) result = co_await server.write_all(chunk);
+  done = true;
+}
+
+asio::awaitable<void> half_close_exchange(TcpStream& client, TcpStream& server, ReadAll& at_server, ReadAll& at_client,
+                                          bool& done) {
+  const auto request = as_bytes("request");
+  EXPECT_TRUE(co_await client.write_all(request));
+  EXPECT_TRUE(co_await client.shutdown_write());
+  at_server = co_await read_all(server);  // completes only if the FIN arrived
+  // The half-closed client still receives the reply, then the server's own EOF.
+  const auto reply = as_bytes("reply after eof");
+  EXPECT_TRUE(co_await server.write_all(reply));
+  EXPECT_TRUE(co_await server.shutdown_write());
+  at_client = co_await read_all(client);
+  done = true;
+}
+
+asio::awaitable<void> write_payload(TcpStream& client, const std::string& payload, bool& wrote) {
+  const auto bytes = as_bytes(payload);
+  EXPECT_TRUE(co_await client.write_all(bytes));
+  EXPECT_TRUE(co_await client.shutdown_write());
+  wrote = true;
+}
+
+asio::awaitable<void> read_everything(TcpStream& server, ReadAll& got, bool& done) {
+  got = co_await read_all(server);
+  done = true;
+}
+
+asio::awaitable<void> read_under_deadline(asio::io_context& io, TcpStream& server, base::Result<std::size_t>& read,
+                                          bool& expired, bool& done) {
+  Deadline d(io.get_executor(), 20ms, [&] { server.socket().close(); });
+  std::array<std::byte, 16> buf{};
+  read = co_await server.read_some(buf);  // the client never writes
+  expired = d.expired();
+  done = true;
+}
+
+asio::awaitable<void> wait_once(Signal& signal, bool& woke) {
+  co_await signal.wait();
+  woke = true;
+}
+
+asio::awaitable<void> count_wakeups(Signal& signal, int& wakeups) {
+  for (;;) {
+    co_await signal.wait();
+    ++wakeups;
+  }
+}
+
+asio::awaitable<void> wait_readable_then_read(TcpStream& server, ReadAll& got, bool& woke, bool& done) {
+  co_await server.wait_readable();
+  woke = true;
+  got = co_await read_all(server);
+  done = true;
+}
+
 TEST(TcpStream, CleanCloseIsEofAfterData) {
   asio::io_context io;
   TcpPair pair(io);
@@ -71,12 +161,7 @@ TEST(TcpStream, CleanCloseIsEofAfterData) {
   TcpStream server(std::move(pair.server));
   bool done = false;
   ReadAll got;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE(co_await client.write_all(as_bytes("hello")));
-    client.socket().close();
-    got = co_await read_all(server);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, write_close_then_read(client, server, got, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   EXPECT_EQ(got.data, "hello");
   ASSERT_TRUE(got.end) << got.end.error().message();
@@ -89,13 +174,7 @@ TEST(TcpStream, PeerAbortIsReset) {
   TcpStream server(std::move(pair.server));
   bool done = false;
   ReadAll got;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    // An abortive close by the peer: SO_LINGER {on, 0} then close sends RST instead of FIN.
-    pair.client.set_option(asio::socket_base::linger(true, 0));
-    pair.client.close();
-    got = co_await read_all(server);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, abort_peer_then_read(pair.client, server, got, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   ASSERT_FALSE(got.end);
   EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
@@ -108,12 +187,7 @@ TEST(TcpStream, ResetSendsRstToPeer) {
   TcpStream server(std::move(pair.server));
   bool done = false;
   ReadAll got;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    client.reset();
-    client.reset();  // idempotent
-    got = co_await read_all(server);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, reset_twice_then_read(client, server, got, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   ASSERT_FALSE(got.end);
   EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
@@ -125,14 +199,7 @@ TEST(TcpStream, WriteAfterPeerResetFailsWithReset) {
   TcpStream server(std::move(pair.server));
   bool done = false;
   base::Result<void> write_result;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    pair.client.set_option(asio::socket_base::linger(true, 0));
-    pair.client.close();
-    std::vector<std::byte> chunk(64 * 1024);
-    // The first write may land in the send buffer before the RST is processed; keep writing.
-    for (int i = 0; i < 64 && write_result; ++i) write_result = co_await server.write_all(chunk);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, write_after_peer_reset(pair.client, server, write_result, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   ASSERT_FALSE(write_result);
   EXPECT_EQ(write_result.error().code, base::Errc::kReset) << write_result.error().message();
@@ -146,16 +213,7 @@ TEST(TcpStream, ShutdownWriteGivesPeerEofWhileReadsContinue) {
   bool done = false;
   ReadAll at_server;
   ReadAll at_client;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE(co_await client.write_all(as_bytes("request")));
-    EXPECT_TRUE(co_await client.shutdown_write());
-    at_server = co_await read_all(server);  // completes only if the FIN arrived
-    // The half-closed client still receives the reply, then the server's own EOF.
-    EXPECT_TRUE(co_await server.write_all(as_bytes("reply after eof")));
-    EXPECT_TRUE(co_await server.shutdown_write());
-    at_client = co_await read_all(client);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, half_close_exchange(client, server, at_server, at_client, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   EXPECT_EQ(at_server.data, "request");
   ASSERT_TRUE(at_server.end);
@@ -175,15 +233,8 @@ TEST(TcpStream, LargeTransferIsIntact) {
   bool wrote = false;
   bool done = false;
   ReadAll got;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    EXPECT_TRUE(co_await client.write_all(as_bytes(payload)));
-    EXPECT_TRUE(co_await client.shutdown_write());
-    wrote = true;
-  }, asio::detached);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    got = co_await read_all(server);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, write_payload(client, payload, wrote), asio::detached);
+  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   EXPECT_TRUE(wrote);
   EXPECT_TRUE(got.data == payload);
@@ -245,13 +296,7 @@ TEST(Deadline, ExpiryClosesTheAwaitedSocket) {
   bool done = false;
   base::Result<std::size_t> read = 0;
   bool expired = false;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    Deadline d(io.get_executor(), 20ms, [&] { server.socket().close(); });
-    std::array<std::byte, 16> buf{};
-    read = co_await server.read_some(buf);  // the client never writes
-    expired = d.expired();
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, read_under_deadline(io, server, read, expired, done), asio::detached);
   ASSERT_TRUE(run_until(io, done));
   EXPECT_TRUE(expired);
   ASSERT_FALSE(read);
@@ -263,10 +308,7 @@ TEST(Signal, NotifyBeforeWaitIsNotLost) {
   Signal signal(io.get_executor());
   bool woke = false;
   signal.notify();
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    co_await signal.wait();
-    woke = true;
-  }, asio::detached);
+  asio::co_spawn(io, wait_once(signal, woke), asio::detached);
   ASSERT_TRUE(run_until(io, woke, 2s));
 }
 
@@ -274,12 +316,7 @@ TEST(Signal, NotifyWakesAParkedWaiterAndIsConsumed) {
   asio::io_context io;
   Signal signal(io.get_executor());
   int wakeups = 0;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    for (;;) {
-      co_await signal.wait();
-      ++wakeups;
-    }
-  }, asio::detached);
+  asio::co_spawn(io, count_wakeups(signal, wakeups), asio::detached);
   io.run_for(20ms);  // the waiter parks
   EXPECT_EQ(wakeups, 0);
   signal.notify();
@@ -311,12 +348,7 @@ TEST(TcpStream, WaitReadableSeesBytesAndEofThatArrivedBeforeTheWait) {
   bool woke = false;
   bool done = false;
   ReadAll got;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    co_await server.wait_readable();
-    woke = true;
-    got = co_await read_all(server);
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(io, wait_readable_then_read(server, got, woke, done), asio::detached);
   ASSERT_TRUE(run_until(io, woke, 2s)) << "wait_readable slept through bytes already received";
   ASSERT_TRUE(run_until(io, done));
   EXPECT_EQ(got.data, "early");

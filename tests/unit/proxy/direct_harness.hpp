@@ -29,6 +29,7 @@
 
 #include "base/unique_fd.hpp"
 #include "fakes/direct_sockets.hpp"
+#include "unit/support/eventually.hpp"
 #include "net/drain_scope.hpp"
 #include "proxy/pod_worker.hpp"
 #include "state/store.hpp"
@@ -42,15 +43,7 @@ namespace meshnode::proxy::testing {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-/// Polls `done` every 10 ms until it holds or `limit` passes (a condition with a deadline).
-inline bool eventually(const std::function<bool()>& done, Clock::duration limit = 10s) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
+using testing_support::eventually;
 
 /// Sum of the series of `metric` whose line contains every string of `labels`.
 inline double metric_sum(const std::string& text, const std::string& metric, const std::vector<std::string>& labels) {
@@ -208,9 +201,7 @@ class DirectProxy {
   DirectProxy() {
     std::random_device rd;
     net_ = {127, static_cast<std::uint8_t>(rd() % 200 + 20), static_cast<std::uint8_t>(rd() % 250 + 1)};
-    auto ca = tls::LocalCa::load_or_create(dir_.path());
-    if (!ca) throw std::runtime_error(ca.error().message());
-    certs_ = std::make_unique<tls::CertManager>(std::move(*ca));
+    certs_ = tls::testing::cert_manager_in(dir_);
     thread_ = std::thread([this] { io_.run(); });
   }
   ~DirectProxy() {

@@ -76,6 +76,15 @@ class DirectTest : public ::testing::Test {
   Exchange via_outbound(const base::SocketAddr& orig_dst, std::string_view bytes) {
     return round_trip(proxy_.sockets(), proxy_.ip(kClient), outbound(), orig_dst, bytes);
   }
+  /// A connection through the client pod's outbound listener to the app that echoed `first`;
+  /// invalid (and a test failure) otherwise.
+  base::UniqueFd held_connection(std::string_view first) {
+    auto fd = connect_from(proxy_.sockets(), proxy_.ip(kClient), outbound(), app());
+    Exchange r;
+    if (fd && send_all(fd.get(), first)) read_into(fd.get(), r, first.size());
+    EXPECT_EQ(r.received, first) << "no echo through the held connection";
+    return r.received == first ? std::move(fd) : base::UniqueFd();
+  }
   double metric(const std::string& name, const std::vector<std::string>& labels) {
     return metric_sum(proxy_.metrics(), name, labels);
   }
@@ -232,12 +241,8 @@ TEST_F(DirectTest, MtlsRequiredDeniesInboundPlaintextButNotHbone) {
 TEST_F(DirectTest, APolicyChangeClosesTheLiveConnectionsItNowDenies) {
   publish();
   start_pods();
-  auto fd = connect_from(proxy_.sockets(), proxy_.ip(kClient), outbound(), app());
+  auto fd = held_connection("first");
   ASSERT_TRUE(fd.valid());
-  ASSERT_TRUE(send_all(fd.get(), "first"));
-  Exchange r;
-  read_into(fd.get(), r, 5);
-  ASSERT_EQ(r.received, "first");
 
   state::Match port;
   port.destination_ports = {app().port};
@@ -260,12 +265,8 @@ TEST_F(DirectTest, APolicyChangeClosesTheLiveConnectionsItNowDenies) {
 TEST_F(DirectTest, AbortAllResetsThePodsOpenConnectionsAndTheirTasksEnd) {
   publish();
   start_pods();
-  auto fd = connect_from(proxy_.sockets(), proxy_.ip(kClient), outbound(), app());
+  auto fd = held_connection("held");
   ASSERT_TRUE(fd.valid());
-  ASSERT_TRUE(send_all(fd.get(), "held"));
-  Exchange r;
-  read_into(fd.get(), r, 4);
-  ASSERT_EQ(r.received, "held");
   std::size_t open_before = 0;
   proxy_.on_worker(0, [&](PodWorker& client) { open_before = client.active(); });
   EXPECT_EQ(open_before, 1u);

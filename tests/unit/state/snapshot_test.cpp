@@ -94,7 +94,7 @@ TEST(StateSnapshot, IndexesEverything) {
   ASSERT_EQ(eps.size(), 2u);
   EXPECT_EQ(eps[0].workload->uid, "w0");  // sorted by uid
   EXPECT_EQ(eps[1].workload->uid, "w1");
-  EXPECT_EQ(eps[1].ports, (std::vector<PortMapping>{{80, 8080}}));
+  EXPECT_EQ(std::vector<PortMapping>(eps[1].ports.begin(), eps[1].ports.end()), (std::vector<PortMapping>{{80, 8080}}));
   EXPECT_EQ(s.endpoints("ns/undeclared").size(), 1u);
   EXPECT_TRUE(s.endpoints("ns/none").empty());
 
@@ -105,7 +105,7 @@ TEST(StateSnapshot, IndexesEverything) {
   EXPECT_EQ(s.policies_in_namespace("")[0]->key(), "istio-system/g");
 
   std::vector<std::string> uids;
-  for (const auto& [uid, w] : s.workloads()) uids.push_back(uid);
+  for (const auto& [uid, w] : s.workloads()) uids.emplace_back(uid);
   EXPECT_EQ(uids, (std::vector<std::string>{"w0", "w1"}));
   EXPECT_EQ(s.policies().begin()->first, "istio-system/g");
 }

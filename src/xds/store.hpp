@@ -1,0 +1,141 @@
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/error.hpp"
+#include "config/local_config.hpp"
+#include "state/snapshot.hpp"
+
+namespace envoy::service::discovery::v3 {
+class DeltaDiscoveryResponse;
+}  // namespace envoy::service::discovery::v3
+
+namespace meshnode::xds {
+
+using base::Result;
+
+/// One resource of a response that was not applied, for the NACK's error_detail.
+struct Rejection {
+  std::string name;    ///< the Resource.name as the server sent it ("(unnamed)" if empty)
+  std::string reason;  ///< why, e.g. "addresses[0] has 3 bytes (expected 4 or 16)"
+
+  friend bool operator==(const Rejection&, const Rejection&) = default;
+};
+
+/// What applying one response did.
+struct ApplyOutcome {
+  std::vector<Rejection> rejected;  ///< in response order
+  std::size_t upserted = 0;         ///< resources added or replaced
+  std::size_t removed = 0;          ///< names in removed_resources that we held
+  bool unknown_type = false;        ///< the response's type_url is neither of ours (nothing applied)
+
+  [[nodiscard]] bool changed() const noexcept { return upserted + removed > 0; }
+  /// "name: reason; name: reason" (research §2.3 NACK error_detail.message); empty when none.
+  [[nodiscard]] std::string error_message() const;
+};
+
+/// The converted xDS resources of both types (Address, Authorization) plus the static local
+/// config, merged into one StateSnapshot per build(). Conversion happens in apply(), once per
+/// resource; build() shares the converted workloads, so a snapshot costs indexes, not copies.
+///
+/// Partial accept (research §2.3): a resource that cannot be converted, or that would collide with
+/// another one, is rejected by name and the rest of the response is applied; a rejected name keeps
+/// whatever version we held before (versions() then reports that older version, so a reconnect
+/// asks for it again). Collisions: a uid, service key ("ns/hostname") or policy key
+/// ("ns/name") already held under another resource name, or anything that the local config
+/// defines (local config wins), is rejected. Two xDS workloads claiming one (network, IP) do not
+/// fail: the newer claim wins (as in the reference), and the older workload stays reachable by
+/// uid and its other addresses; likewise for service VIPs.
+///
+/// Not thread-safe: owned and used by one thread (the xDS client's loop). A response of more than
+/// 16,384 Address resources is decoded on up to 4 short-lived helper threads (pure conversion);
+/// the store itself is only touched by the calling thread.
+class ResourceStore {
+ public:
+  /// @param local the LOCAL_XDS_PATH content (may be empty); it is part of every snapshot.
+  /// Errc::kConfig if the local config alone does not build (duplicate uid, IP, VIP, key).
+  [[nodiscard]] static Result<ResourceStore> create(config::LocalConfig local);
+
+  /// Applies one Delta xDS response: removals first, then each resource in order.
+  /// Never fails as a whole; see ApplyOutcome. Pure (no I/O).
+  ApplyOutcome apply(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response);
+
+  /// A snapshot of local config + every accepted xDS resource. Errc::kConfig only on a bug
+  /// (apply() keeps the inputs consistent); the caller then keeps its previous snapshot.
+  [[nodiscard]] Result<std::shared_ptr<const state::StateSnapshot>> build() const;
+
+  /// Accepted resource name → version for `type_url` (initial_resource_versions on reconnect).
+  [[nodiscard]] std::map<std::string, std::string> versions(std::string_view type_url) const;
+
+  /// Whether an on-demand key is answered by what we hold: a resource name, a service key
+  /// "ns/hostname", or "<network>/<ip>" of a workload or service VIP.
+  [[nodiscard]] bool knows(std::string_view key) const;
+
+  [[nodiscard]] std::size_t workload_count() const noexcept { return workload_count_; }
+  [[nodiscard]] std::size_t service_count() const noexcept { return service_count_; }
+  [[nodiscard]] std::size_t policy_count() const noexcept { return policies_.size(); }
+
+ private:
+  using AddressKey = std::pair<std::string, base::IpAddr>;
+  struct AddressEntry {
+    std::string version;
+    std::shared_ptr<const state::Workload> workload;  // exactly one of workload/service is set
+    std::shared_ptr<const state::Service> service;
+  };
+  struct PolicyEntry {
+    std::string version;
+    std::shared_ptr<const state::Authorization> policy;
+  };
+
+  ResourceStore() = default;
+  void apply_addresses(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
+                       ApplyOutcome& out);
+  void apply_policies(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
+                      ApplyOutcome& out);
+  [[nodiscard]] Result<void> check_workload(const std::string& name, const state::Workload& w) const;
+  [[nodiscard]] Result<void> check_service(const std::string& name, const state::Service& s) const;
+  void put_address(const std::string& name, std::string version, std::shared_ptr<const state::Workload> w,
+                   std::shared_ptr<const state::Service> s);
+  bool erase_address(const std::string& name);
+  [[nodiscard]] std::shared_ptr<const state::Workload> visible(
+      const std::string& name, const std::shared_ptr<const state::Workload>& w) const;
+
+  // Static local config: always in the snapshot, never replaced by xDS.
+  std::vector<std::shared_ptr<const state::Workload>> local_workloads_;
+  std::vector<state::Service> local_services_;
+  std::vector<state::Authorization> local_policies_;
+  std::set<std::string, std::less<>> local_uids_, local_service_keys_, local_policy_keys_;
+  std::set<AddressKey> local_ips_, local_vips_;
+
+  // Indexes hold views: into the keys of addresses_ (node-based, so stable until erased) and into
+  // the converted workloads (immutable, owned by addresses_). erase_address() drops the views first.
+  using AddressView = std::pair<std::string_view, base::IpAddr>;
+  struct AddressViewHash {
+    std::size_t operator()(const AddressView& a) const noexcept {
+      return std::hash<base::IpAddr>{}(a.second) ^ (std::hash<std::string_view>{}(a.first) << 1);
+    }
+  };
+  using OwnerMap = std::unordered_map<AddressView, std::string_view, AddressViewHash>;
+
+  std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
+  std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
+  std::unordered_map<std::string_view, std::string_view>
+      workload_uids_;  // uid → resource name, when they differ
+  std::size_t workload_count_ = 0;
+  std::size_t service_count_ = 0;
+  std::unordered_map<std::string, std::string_view> service_keys_;  // "ns/hostname" → resource name
+  std::unordered_map<std::string, std::string> policy_keys_;        // "ns/name" → resource name
+  OwnerMap ip_owner_;                            // workload (network, IP) → resource name (newest claim)
+  OwnerMap vip_owner_;                           // service (network, VIP) → resource name (newest claim)
+  std::set<std::string, std::less<>> shadowed_;  // names that lost an IP or VIP to a newer claim
+};
+
+}  // namespace meshnode::xds

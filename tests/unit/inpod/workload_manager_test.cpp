@@ -1,0 +1,100 @@
+// WorkloadManager without root (issue 10): idempotent AddWorkload, netns replacement, pending pods
+// and their retry, DelWorkload and snapshot reconciliation, on real listeners.
+#include <algorithm>
+
+#include "unit/inpod/inpod_harness.hpp"
+
+namespace meshnode::inpod::testing {
+namespace {
+
+bool has(const std::vector<WorkloadManager::PodState>& pods, const std::string& uid) {
+  return std::ranges::any_of(pods, [&](const auto& p) { return p.uid == uid; });
+}
+
+TEST(WorkloadManager, AddStartsTheListenersOnceAndARepeatedAddInTheSameNetnsIsANoOp) {
+  InpodHarness h;
+  auto pod = h.make_pod("a", 1);
+  ASSERT_TRUE(h.add("a", pod)) << "listeners must start";
+  EXPECT_EQ(h.sockets().listeners_created(), 3) << "15001, 15006 and 15008 on one worker";
+  EXPECT_TRUE(eventually([&] { return listening(h.sockets().bound({pod.ip, 15008})); }));
+  EXPECT_EQ(h.counter("workload_manager_proxies_started_total"), 1);
+  EXPECT_EQ(h.gauge("workload_manager_active_proxy_count"), 1);
+
+  // Another fd of the same netns (same inode): nothing restarts.
+  ASSERT_TRUE(h.add("a", pod));
+  EXPECT_EQ(h.sockets().listeners_created(), 3);
+  EXPECT_EQ(h.counter("workload_manager_proxies_started_total"), 1);
+  EXPECT_TRUE(h.readiness().ready());
+}
+
+TEST(WorkloadManager, AddInAnotherNetnsReplacesThePodsListeners) {
+  InpodHarness h;
+  auto first = h.make_pod("b1", 1);
+  auto second = h.make_pod("b2", 2);
+  ASSERT_TRUE(h.add("b", first));
+  ASSERT_TRUE(h.add("b", second));
+  EXPECT_EQ(h.sockets().listeners_created(), 6);
+  EXPECT_EQ(h.counter("workload_manager_proxies_started_total"), 2);
+  EXPECT_EQ(h.counter("workload_manager_proxies_stopped_total"), 1);
+  auto pods = h.dump();
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0].netns, second.netns->description());
+  EXPECT_TRUE(eventually([&] { return !listening(h.sockets().bound({first.ip, 15008})); }))
+      << "the old netns' listeners must close";
+}
+
+TEST(WorkloadManager, ABindFailureKeepsThePodPendingWithTheReasonAndARepeatedAddRetries) {
+  InpodHarness h;
+  auto pod = h.make_pod("c", 1);
+  h.sockets().fail_listeners_in(*pod.netns, true);
+  auto added = h.add("c", pod);
+  ASSERT_FALSE(added);
+  EXPECT_EQ(added.error().code, base::Errc::kIo);
+  EXPECT_NE(added.error().message().find("Address already in use"), std::string::npos) << added.error().message();
+  EXPECT_FALSE(h.readiness().ready());
+  EXPECT_EQ(h.readiness().pending(), std::vector<std::string>{"pod c"});
+  EXPECT_EQ(h.gauge("workload_manager_pending_proxy_count"), 1);
+  auto pods = h.dump();
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_TRUE(pods[0].state.starts_with("Pending: io: bind")) << pods[0].state;
+
+  h.sockets().fail_listeners_in(*pod.netns, false);
+  ASSERT_TRUE(h.add("c", pod)) << "a repeated Add of a pending pod retries at once";
+  EXPECT_TRUE(h.readiness().ready());
+  EXPECT_EQ(h.gauge("workload_manager_pending_proxy_count"), 0);
+  EXPECT_EQ(h.dump()[0].state, "Up");
+}
+
+TEST(WorkloadManager, DelClosesThePodAndTheSnapshotDrainsUnmentionedZdsPodsButNotStaticOnes) {
+  InpodHarness h;
+  auto a = h.make_pod("ra", 1);
+  auto b = h.make_pod("rb", 2);
+  auto c = h.make_pod("rc", 3);
+  auto d = h.make_pod("rd", 4);
+  ASSERT_TRUE(h.add("ra", a));
+  ASSERT_TRUE(h.add("rb", b));
+  ASSERT_TRUE(h.add("rc", c, /*is_static=*/true));
+  ASSERT_TRUE(h.add("rd", d));
+
+  h.on_control([&] { h.manager().del("rd"); });
+  EXPECT_FALSE(has(h.dump(), "rd"));
+  EXPECT_TRUE(eventually([&] { return !listening(h.sockets().bound({d.ip, 15001})); }));
+
+  // A reconnect: the agent mentions only ra (Keep); rb goes, rc (--pod) stays.
+  h.on_control([&] {
+    h.manager().begin_snapshot();
+    h.manager().keep("ra");
+    h.manager().snapshot_sent();
+  });
+  auto pods = h.dump();
+  EXPECT_TRUE(has(pods, "ra"));
+  EXPECT_FALSE(has(pods, "rb"));
+  EXPECT_TRUE(has(pods, "rc"));
+  EXPECT_EQ(h.counter("workload_manager_proxies_stopped_total"), 2);
+  EXPECT_EQ(h.gauge("workload_manager_active_proxy_count"), 2);
+  EXPECT_TRUE(eventually([&] { return !listening(h.sockets().bound({b.ip, 15006})); }));
+  EXPECT_TRUE(listening(h.sockets().bound({a.ip, 15006})));
+}
+
+}  // namespace
+}  // namespace meshnode::inpod::testing

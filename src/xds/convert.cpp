@@ -33,17 +33,24 @@ Result<base::IpAddr> ip_from_bytes(const std::string& raw, std::string_view what
   return *ip;
 }
 
-std::string workload_type(pw::WorkloadType type) {
+state::InternedString workload_type(pw::WorkloadType type) {
   switch (type) {
     case pw::CRONJOB:
-      return "cronjob";
+      return state::InternedString::cached("cronjob");
     case pw::POD:
-      return "pod";
+      return state::InternedString::cached("pod");
     case pw::JOB:
-      return "job";
+      return state::InternedString::cached("job");
     default:  // DEPLOYMENT and values from a newer istiod
-      return "deployment";
+      return state::default_workload_type();
   }
+}
+
+// Low-cardinality fields go through the per-thread intern cache (see InternedString::cached).
+state::InternedString interned(const std::string& in) { return state::InternedString::cached(in); }
+
+state::InternedString interned_or(const std::string& in, const state::InternedString& fallback) {
+  return in.empty() ? fallback : state::InternedString::cached(in);
 }
 
 Result<std::vector<state::PortMapping>> workload_ports(const pw::PortList& list, std::string_view key) {
@@ -84,14 +91,6 @@ Result<state::TunnelProtocol> tunnel_protocol(pw::TunnelProtocol p) {
   }
 }
 
-void copy_or_default(std::string& out, const std::string& in, const char* fallback) {
-  if (in.empty()) {
-    out = fallback;
-  } else {
-    out = in;
-  }
-}
-
 Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
   auto protocol = tunnel_protocol(in.tunnel_protocol());
   if (!protocol) return std::unexpected(std::move(protocol.error()));
@@ -105,6 +104,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
       w.addresses.push_back(*ip);
     }
   }
+  w.services.reserve(in.services().size());
   for (const auto& [key, list] : in.services()) {
     auto slash = key.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == key.size()) {
@@ -112,7 +112,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
     }
     auto ports = workload_ports(list, key);
     if (!ports) return std::unexpected(std::move(ports.error()));
-    w.services.emplace(key, std::move(*ports));
+    w.services.emplace(state::InternedString::cached(key), std::move(*ports));
   }
   w.authorization_policies.assign(in.authorization_policies().begin(), in.authorization_policies().end());
   w.healthy = in.status() != pw::UNHEALTHY;
@@ -251,18 +251,21 @@ Result<state::Workload> to_workload(const pw::Workload& in) {
   state::Workload w;
   w.uid = in.uid();
   w.name = in.name();
-  w.ns = in.namespace_();
-  copy_or_default(w.service_account, in.service_account(), "default");
-  copy_or_default(w.trust_domain, in.trust_domain(), "cluster.local");
-  copy_or_default(w.cluster_id, in.cluster_id(), "Kubernetes");
-  w.node = in.node();
-  w.network = in.network();
+  w.ns = interned(in.namespace_());
+  w.service_account = interned_or(in.service_account(), state::default_service_account());
+  w.trust_domain = interned_or(in.trust_domain(), state::default_trust_domain());
+  w.cluster_id = interned_or(in.cluster_id(), state::default_cluster_id());
+  w.node = interned(in.node());
+  w.network = interned(in.network());
   w.hostname = in.hostname();
-  w.canonical_name = in.canonical_name();
-  w.canonical_revision = in.canonical_revision();
-  w.workload_name = in.workload_name();
+  w.canonical_name = interned(in.canonical_name());
+  w.canonical_revision = interned(in.canonical_revision());
+  w.workload_name = interned(in.workload_name());
   w.workload_type = workload_type(in.workload_type());
-  if (in.has_locality()) w.locality = {in.locality().region(), in.locality().zone(), in.locality().subzone()};
+  if (in.has_locality()) {
+    w.locality = {interned(in.locality().region()), interned(in.locality().zone()),
+                  interned(in.locality().subzone())};
+  }
   MESHNODE_XDS_TRY(workload_traffic(in, w));
   return w;
 }

@@ -141,8 +141,26 @@ class CowMap {
   // Merges `changes` into the entries of `old` (may be null) and appends the result to `out`,
   // split into chunks of about kChunk entries when it grew past 2×kChunk.
   void merge(const Chunk* old, std::span<Change> changes, std::vector<std::shared_ptr<const Chunk>>& out) {
+    if (old == nullptr) {  // the first build: the changes are the entries
+      std::size_t kept = 0;
+      for (Change& c : changes) {
+        if (!c.second) continue;
+        if (&changes[kept] != &c) changes[kept] = std::move(c);  // never self-move (vector members)
+        ++kept;
+      }
+      for (std::size_t begin = 0; begin < kept; begin += kChunk) {
+        auto chunk = std::make_shared<Chunk>();
+        std::size_t end = std::min(kept, begin + kChunk);
+        chunk->entries.reserve(end - begin);
+        for (std::size_t i = begin; i < end; ++i)
+          chunk->entries.emplace_back(std::move(changes[i].first), std::move(*changes[i].second));
+        out.push_back(std::move(chunk));
+      }
+      size_ += kept;
+      return;
+    }
     std::vector<value_type> merged;
-    std::size_t old_size = old != nullptr ? old->entries.size() : 0;
+    std::size_t old_size = old->entries.size();
     merged.reserve(old_size + changes.size());
     std::size_t a = 0;
     for (Change& c : changes) {

@@ -79,10 +79,15 @@ class InternedString {
   friend std::string operator+(std::string&& a, const InternedString& b) { return std::move(a.append(b.view())); }
   friend std::ostream& operator<<(std::ostream& os, const InternedString& s);
 
-  /// As InternedString(value), through a small per-thread cache (256 slots by hash) in front of the
+  /// As InternedString(value), through a per-thread cache (4,096 slots by hash) in front of the
   /// pool: a hit costs a hash and a compare instead of a pool lock. For bulk conversion, where
-  /// the same few values repeat (the xDS apply path). A thread keeps up to 256 values alive.
+  /// the same few values repeat (the xDS apply path). A thread keeps up to 4,096 values alive.
   [[nodiscard]] static InternedString cached(std::string_view value);
+
+  /// As InternedString(value), for process-lifetime constants (a Workload's defaults): the entry
+  /// is never freed and copies skip the reference count, so threads converting many workloads do
+  /// not contend on one counter. Call once per value, before the value is shared.
+  [[nodiscard]] static InternedString immortal(std::string_view value);
 
   /// Entries currently in the pool (for tests: released values leave it).
   [[nodiscard]] static std::size_t pool_size_for_test();

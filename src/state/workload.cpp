@@ -16,19 +16,19 @@ std::string_view to_string(TunnelProtocol protocol) noexcept {
 
 // Function-local statics: initialised on first use, never destroyed (workloads may outlive statics).
 const InternedString& default_service_account() noexcept {
-  static const auto* v = new InternedString("default");
+  static const auto* v = new InternedString(InternedString::immortal("default"));
   return *v;
 }
 const InternedString& default_trust_domain() noexcept {
-  static const auto* v = new InternedString("cluster.local");
+  static const auto* v = new InternedString(InternedString::immortal("cluster.local"));
   return *v;
 }
 const InternedString& default_workload_type() noexcept {
-  static const auto* v = new InternedString("deployment");
+  static const auto* v = new InternedString(InternedString::immortal("deployment"));
   return *v;
 }
 const InternedString& default_cluster_id() noexcept {
-  static const auto* v = new InternedString("Kubernetes");
+  static const auto* v = new InternedString(InternedString::immortal("Kubernetes"));
   return *v;
 }
 

@@ -93,8 +93,9 @@ class WorkloadServices {
 /// A pod or VM that can send or receive mesh traffic. Source: istio.workload.Workload (research
 /// §3.3). Fields shared by many workloads (namespace, identity, node, network, deployment and
 /// revision names, locality) are InternedString (read like std::string; see there); the per-pod
-/// ones (uid, name, hostname) are std::string. A plain value: no invariants beyond what StateSnapshot::build checks (unique `uid`,
-/// unique (network, address)). Immutable once inside a snapshot (held as shared_ptr<const>).
+/// ones (uid, name) are std::string; hostname (rare, usually empty) is interned to stay 8 bytes.
+/// A plain value: no invariants beyond what StateSnapshot::build checks (unique `uid`, unique
+/// (network, address)). Immutable once inside a snapshot (held as shared_ptr<const>).
 struct Workload {
   /// Globally unique key, e.g. "Kubernetes//Pod/default/web-1". Never empty inside a snapshot.
   std::string uid;
@@ -110,7 +111,7 @@ struct Workload {
   /// Network the addresses belong to; "" is the default network.
   InternedString network;
   /// DNS name for workloads without addresses (resolution is a later feature).
-  std::string hostname;
+  InternedString hostname;
   InternedString canonical_name;
   InternedString canonical_revision;
   InternedString workload_name;

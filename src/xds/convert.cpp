@@ -46,11 +46,10 @@ state::InternedString workload_type(pw::WorkloadType type) {
   }
 }
 
-// Low-cardinality fields go through the per-thread intern cache (see InternedString::cached).
-state::InternedString interned(const std::string& in) { return state::InternedString::cached(in); }
-
-state::InternedString interned_or(const std::string& in, const state::InternedString& fallback) {
-  return in.empty() ? fallback : state::InternedString::cached(in);
+// Shared fields go through the per-thread intern cache (see InternedString::cached). A value equal
+// to what `out` holds (a default) is left alone: no reference-count traffic on hot entries.
+void assign(state::InternedString& out, const std::string& in) {
+  if (out != in) out = state::InternedString::cached(in);
 }
 
 Result<std::vector<state::PortMapping>> workload_ports(const pw::PortList& list, std::string_view key) {
@@ -251,20 +250,22 @@ Result<state::Workload> to_workload(const pw::Workload& in) {
   state::Workload w;
   w.uid = in.uid();
   w.name = in.name();
-  w.ns = interned(in.namespace_());
-  w.service_account = interned_or(in.service_account(), state::default_service_account());
-  w.trust_domain = interned_or(in.trust_domain(), state::default_trust_domain());
-  w.cluster_id = interned_or(in.cluster_id(), state::default_cluster_id());
-  w.node = interned(in.node());
-  w.network = interned(in.network());
-  w.hostname = in.hostname();
-  w.canonical_name = interned(in.canonical_name());
-  w.canonical_revision = interned(in.canonical_revision());
-  w.workload_name = interned(in.workload_name());
+  assign(w.ns, in.namespace_());
+  // Empty identity fields keep the defaults the Workload starts with.
+  if (!in.service_account().empty()) assign(w.service_account, in.service_account());
+  if (!in.trust_domain().empty()) assign(w.trust_domain, in.trust_domain());
+  if (!in.cluster_id().empty()) assign(w.cluster_id, in.cluster_id());
+  assign(w.node, in.node());
+  assign(w.network, in.network());
+  assign(w.hostname, in.hostname());
+  assign(w.canonical_name, in.canonical_name());
+  assign(w.canonical_revision, in.canonical_revision());
+  assign(w.workload_name, in.workload_name());
   w.workload_type = workload_type(in.workload_type());
   if (in.has_locality()) {
-    w.locality = {interned(in.locality().region()), interned(in.locality().zone()),
-                  interned(in.locality().subzone())};
+    assign(w.locality.region, in.locality().region());
+    assign(w.locality.zone, in.locality().zone());
+    assign(w.locality.subzone, in.locality().subzone());
   }
   MESHNODE_XDS_TRY(workload_traffic(in, w));
   return w;

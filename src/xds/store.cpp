@@ -154,8 +154,15 @@ void ResourceStore::put_address(const std::string& name, std::string version,
                                 std::shared_ptr<const state::Workload> w,
                                 std::shared_ptr<const state::Service> s) {
   erase_address(name);
-  auto [it, inserted] =
-      addresses_.emplace(name, AddressEntry{std::move(version), std::move(w), std::move(s)});
+  AddressEntry entry{state::InternedString::cached(version), std::move(w), std::move(s), nullptr};
+  std::string_view key;
+  if (entry.workload && entry.workload->uid == name) {
+    key = entry.workload->uid;  // lives as long as the entry holds the workload
+  } else {
+    entry.own_name = std::make_unique<const std::string>(name);
+    key = *entry.own_name;
+  }
+  auto [it, inserted] = addresses_.emplace(key, std::move(entry));
   std::string_view stored = it->first;
   const AddressEntry& e = it->second;
   touch(stored);
@@ -316,7 +323,7 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
 }
 
 std::shared_ptr<const state::Workload> ResourceStore::visible(
-    const std::string& name, const std::shared_ptr<const state::Workload>& w) const {
+    std::string_view name, const std::shared_ptr<const state::Workload>& w) const {
   if (shadowed_.empty() || !shadowed_.contains(name)) return w;
   auto copy = std::make_shared<state::Workload>(*w);
   std::erase_if(copy->addresses, [&](const base::IpAddr& ip) {
@@ -326,7 +333,7 @@ std::shared_ptr<const state::Workload> ResourceStore::visible(
   return copy;
 }
 
-state::Service ResourceStore::visible(const std::string& name, const state::Service& s) const {
+state::Service ResourceStore::visible(std::string_view name, const state::Service& s) const {
   state::Service out = s;
   if (shadowed_.empty() || !shadowed_.contains(name)) return out;
   std::erase_if(out.vips, [&](const state::NetworkAddress& v) {
@@ -416,7 +423,7 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const
 std::map<std::string, std::string> ResourceStore::versions(std::string_view type_url) const {
   std::map<std::string, std::string> out;
   if (type_url == kAddressType) {
-    for (const auto& [name, e] : addresses_) out.emplace(name, e.version);
+    for (const auto& [name, e] : addresses_) out.emplace(std::string(name), e.version.str());
   } else if (type_url == kAuthorizationType) {
     for (const auto& [name, e] : policies_) out.emplace(name, e.version);
   }

@@ -96,9 +96,11 @@ class ResourceStore {
  private:
   using AddressKey = std::pair<std::string, base::IpAddr>;
   struct AddressEntry {
-    std::string version;
+    state::InternedString version;  // istiod versions repeat across resources
     std::shared_ptr<const state::Workload> workload;  // exactly one of workload/service is set
     std::shared_ptr<const state::Service> service;
+    // The resource name when the key cannot view the workload's uid (name != uid, services).
+    std::unique_ptr<const std::string> own_name;
   };
   struct PolicyEntry {
     std::string version;
@@ -116,8 +118,8 @@ class ResourceStore {
                    std::shared_ptr<const state::Service> s);
   bool erase_address(const std::string& name);
   [[nodiscard]] std::shared_ptr<const state::Workload> visible(
-      const std::string& name, const std::shared_ptr<const state::Workload>& w) const;
-  [[nodiscard]] state::Service visible(const std::string& name, const state::Service& s) const;
+      std::string_view name, const std::shared_ptr<const state::Workload>& w) const;
+  [[nodiscard]] state::Service visible(std::string_view name, const state::Service& s) const;
   [[nodiscard]] Result<std::shared_ptr<const state::StateSnapshot>> build_full() const;
   // Records that resource `name` must be re-read by the next incremental build().
   void touch(std::string_view name);
@@ -139,7 +141,9 @@ class ResourceStore {
   };
   using OwnerMap = std::unordered_map<AddressView, std::string_view, AddressViewHash>;
 
-  std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
+  // By resource name. The key views the workload's uid when it is the name (the common case:
+  // no second copy of 100,000 uids), else the entry's own_name.
+  std::unordered_map<std::string_view, AddressEntry> addresses_;
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
   std::unordered_map<std::string_view, std::string_view>
       workload_uids_;  // uid → resource name, when they differ

@@ -1,8 +1,10 @@
 // xDS apply benchmark (issue #12): one Delta xDS response carrying N workloads and M services,
 // decoded from its wire bytes, converted and published as one StateSnapshot — the work the xDS
 // client does per response, minus the network. Prints apply time and retained state memory per
-// workload (RSS growth after the response and its decode buffers are gone, divided by N).
-// Targets: <= 0.35 s per 100,000 workloads, <= 1 KB per workload.
+// workload (RSS growth after the response and its decode buffers are gone, divided by N), then
+// the steady state: the median wall and CPU time of 21 one-pod deltas (a new pod, an updated pod,
+// a removed pod, in turn), each applied and published as its own snapshot.
+// Targets: <= 0.35 s per 100,000 workloads, <= 1 KB per workload, deltas proportional to their size.
 //
 // Usage: xds_apply_bench [workloads services]...  (default: 10000 1000 100000 10000)
 
@@ -10,6 +12,7 @@
 #include <malloc.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -149,22 +152,38 @@ int run(int workloads, int services) {
   malloc_trim(0);
   long after = rss_kib();
   // Steady state: istiod then pushes small deltas (one pod changed); each still gets its snapshot.
-  double delta_ms = 0;
-  {
+  // Median of 21 deltas: a new pod, an update of an existing pod, a removal, in turn.
+  std::vector<double> delta_wall, delta_cpu;
+  for (int k = 0; k < 21; ++k) {
     discovery::DeltaDiscoveryResponse delta;
     delta.set_type_url(std::string(xds::kAddressType));
-    auto a = workload(workloads + 1, services);
-    auto* r = delta.add_resources();
-    r->set_name(a.workload().uid());
-    r->set_version("2");
-    r->mutable_resource()->PackFrom(a);
+    int pod = k % 3 == 0 ? workloads + k : k * 997 % workloads;
+    auto a = workload(pod, services);
+    if (k % 3 == 2) {
+      delta.add_removed_resources(a.workload().uid());
+    } else {
+      auto* r = delta.add_resources();
+      r->set_name(a.workload().uid());
+      r->set_version("2");
+      a.mutable_workload()->set_canonical_revision("v2");
+      r->mutable_resource()->PackFrom(a);
+    }
+    double c0 = process_cpu_s();
     auto d0 = std::chrono::steady_clock::now();
-    if (!store->apply(delta).rejected.empty()) return 1;
+    auto outcome = store->apply(delta);
+    if (!outcome.rejected.empty() || !outcome.changed()) return 1;
     auto built = store->build();
     if (!built) return 1;
     snapshot = *built;
-    delta_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - d0).count();
+    delta_wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - d0).count());
+    delta_cpu.push_back((process_cpu_s() - c0) * 1000.0);
   }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double delta_ms = median(delta_wall);
+  double delta_cpu_ms = median(delta_cpu);
   double secs = std::chrono::duration<double>(t1 - t0).count();
   double per_workload = (after - before) * 1024.0 / workloads;
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
@@ -172,10 +191,10 @@ int run(int workloads, int services) {
       "workloads=%d services=%d response_bytes=%zu apply_s=%.3f apply_cpu_s=%.3f cpu_s_per_100k=%.3f "
       "rss_growth_kib=%ld "
       "bytes_per_workload=%.0f peak_growth_kib=%ld snapshot_workloads=%zu (decode_ms=%.0f convert_ms=%.0f "
-      "snapshot_ms=%.0f) one_pod_delta_ms=%.0f\n",
+      "snapshot_ms=%.0f) one_pod_delta_ms=%.2f one_pod_delta_cpu_ms=%.2f\n",
       workloads, services, wire.size(), secs, cpu, cpu * 100000.0 / workloads, after - before, per_workload,
       peak - before, snapshot->workloads().size(), ms(t_parsed - t0), ms(t_applied - t_parsed),
-      ms(t1 - t_applied), delta_ms);
+      ms(t1 - t_applied), delta_ms, delta_cpu_ms);
   return 0;
 }
 

@@ -75,7 +75,9 @@ Result<void> check_unimplemented(const Reader& r, const At& at) {
 Result<void> identity_fields(const Reader& r, const At& at, Workload& w) {
   MESHNODE_CONFIG_TRY(r.read_into(at, "uid", w.uid, &Reader::string));
   MESHNODE_CONFIG_TRY(r.read_into(at, "name", w.name, &Reader::string));
-  MESHNODE_CONFIG_TRY(r.required_into(at, "namespace", w.ns));
+  std::string ns;  // w.ns is interned: read it as a string first
+  MESHNODE_CONFIG_TRY(r.required_into(at, "namespace", ns));
+  w.ns = ns;
   MESHNODE_CONFIG_TRY(r.read_into(at, "serviceAccount", w.service_account, &Reader::string));
   MESHNODE_CONFIG_TRY(r.read_into(at, "trustDomain", w.trust_domain, &Reader::string));
   MESHNODE_CONFIG_TRY(r.read_into(at, "clusterId", w.cluster_id, &Reader::string));

@@ -2,11 +2,42 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace meshnode::state {
 
 using base::Errc;
 using base::fail;
+
+namespace {
+
+bool by_uid(const std::shared_ptr<const Workload>& a, const std::shared_ptr<const Workload>& b) {
+  return a->uid < b->uid;
+}
+
+// Sorts by `less` unless already sorted (inputs often arrive in order: a local file, a store).
+template <class T, class Less>
+void sort_if_needed(std::vector<T>& v, Less less) {
+  if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
+}
+
+// Merges two lists sorted by `less` into one; `b` wins on equal keys (the caller makes them unique).
+template <class T, class Less>
+std::vector<T> merge_sorted(std::vector<T> a, std::vector<T> b, Less less) {
+  std::vector<T> out;
+  out.reserve(a.size() + b.size());
+  std::merge(std::make_move_iterator(a.begin()), std::make_move_iterator(a.end()),
+             std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()), std::back_inserter(out), less);
+  return out;
+}
+
+// Equal interned values share one entry, so its address is a valid (and cheap) hash.
+struct ByEntry {
+  std::size_t operator()(const InternedString& s) const noexcept { return std::hash<const void*>{}(s.data()); }
+};
+
+}  // namespace
 
 Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(std::vector<Workload> workloads,
                                                                   std::vector<Service> services,
@@ -20,142 +51,336 @@ Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(std::vector<Wo
 Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::build(
     std::vector<std::shared_ptr<const Workload>> workloads, std::vector<Service> services,
     std::vector<Authorization> policies) {
-  auto snapshot = std::make_shared<StateSnapshot>(Token{});
-  if (auto r = snapshot->index_workloads(std::move(workloads)); !r)
-    return std::unexpected(std::move(r.error()));
-  for (auto& s : services) {
-    if (auto r = snapshot->add_service(std::move(s)); !r) return std::unexpected(std::move(r.error()));
-  }
-  for (auto& p : policies) {
-    if (auto r = snapshot->add_policy(std::move(p)); !r) return std::unexpected(std::move(r.error()));
-  }
-  snapshot->index_endpoints();
-  // Global policies apply to every decision: index them once so a decision does not scan all.
-  for (const auto& [key, policy] : snapshot->policies_) {
-    if (policy.scope == Authorization::Scope::kGlobal) snapshot->global_policies_.push_back(&policy);
-  }
-  return std::shared_ptr<const StateSnapshot>(std::move(snapshot));
+  StateDelta all;
+  all.workloads = std::move(workloads);
+  all.services = std::move(services);
+  all.policies = std::move(policies);
+  return StateSnapshot(Token{}).apply(std::move(all));
 }
 
 std::shared_ptr<const StateSnapshot> StateSnapshot::empty() {
   return std::make_shared<StateSnapshot>(Token{});
 }
 
-Result<void> StateSnapshot::index_workloads(std::vector<std::shared_ptr<const Workload>> workloads) {
-  workloads_.reserve(workloads.size());
-  std::size_t address_count = 0;
-  for (auto& w : workloads) {
+Result<std::shared_ptr<const StateSnapshot>> StateSnapshot::apply(StateDelta delta) const {
+  auto next = std::make_shared<StateSnapshot>(Token{});
+  // Copies of the chunk lists: every chunk is shared until a change lands in it.
+  next->workloads_ = workloads_;
+  next->workloads_by_address_ = workloads_by_address_;
+  next->services_ = services_;
+  next->services_by_vip_ = services_by_vip_;
+  next->endpoints_ = endpoints_;
+  next->policies_ = policies_;
+  if (auto r = next->apply_workloads(std::move(delta.workloads), std::move(delta.removed_workloads)); !r)
+    return std::unexpected(std::move(r.error()));
+  if (auto r = next->apply_services(std::move(delta.services), std::move(delta.removed_services)); !r)
+    return std::unexpected(std::move(r.error()));
+  if (delta.policies) {
+    if (auto r = next->index_policies(std::move(*delta.policies)); !r) return std::unexpected(std::move(r.error()));
+  }
+  return std::shared_ptr<const StateSnapshot>(std::move(next));
+}
+
+Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Workload>> upserts,
+                                            std::vector<std::string> removed) {
+  if (upserts.empty() && removed.empty()) return {};
+  for (const auto& w : upserts) {
     if (!w) return fail(Errc::kInvalidArgument, "null workload");
-    if (w->uid.empty())
-      return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
-    address_count += w->addresses.size();
-    std::string_view uid = w->uid;
-    workloads_.emplace_back(uid, std::move(w));
+    if (w->uid.empty()) return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
   }
-  // Inputs often arrive sorted already (a previous snapshot, a local file in uid order): check first.
-  auto by_uid = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(workloads_.begin(), workloads_.end(), by_uid))
-    std::sort(workloads_.begin(), workloads_.end(), by_uid);
-  for (std::size_t i = 1; i < workloads_.size(); ++i) {
-    if (workloads_[i].first == workloads_[i - 1].first) {
-      return fail(Errc::kConfig, "duplicate workload uid '" + std::string(workloads_[i].first) + "'");
+  if (!std::is_sorted(upserts.begin(), upserts.end(), by_uid)) {
+    // Sort (uid view, index) pairs, not the pointers: a compare then reads the uid bytes directly
+    // instead of chasing workload → uid (the 100,000-workload initial push spends most of its
+    // snapshot time here).
+    std::vector<std::pair<std::string_view, std::uint32_t>> order;
+    order.reserve(upserts.size());
+    for (std::uint32_t i = 0; i < upserts.size(); ++i) order.emplace_back(upserts[i]->uid, i);
+    std::sort(order.begin(), order.end());
+    std::vector<std::shared_ptr<const Workload>> sorted;
+    sorted.reserve(upserts.size());
+    for (const auto& [uid, i] : order) sorted.push_back(std::move(upserts[i]));
+    upserts = std::move(sorted);
+  }
+  for (std::size_t i = 1; i < upserts.size(); ++i) {
+    if (upserts[i]->uid == upserts[i - 1]->uid)
+      return fail(Errc::kConfig, "duplicate workload uid '" + upserts[i]->uid + "'");
+  }
+  sort_if_needed(removed, std::less<>{});
+  // One change per uid, in uid order; an upsert of a removed uid replaces it.
+  std::vector<WorkloadMap::Change> changes;
+  changes.reserve(upserts.size() + removed.size());
+  std::vector<std::shared_ptr<const Workload>> olds;  // the versions this delta replaces or removes
+  {
+    std::size_t r = 0;
+    auto remember_old = [&](std::string_view uid) {
+      if (workloads_.empty()) return;
+      if (const auto* old = workloads_.find(uid)) olds.push_back(old->second);
+    };
+    for (const auto& w : upserts) {
+      for (; r < removed.size() && removed[r] < w->uid; ++r) {
+        if (r > 0 && removed[r] == removed[r - 1]) continue;
+        remember_old(removed[r]);
+        changes.emplace_back(removed[r], std::nullopt);
+      }
+      if (r < removed.size() && removed[r] == w->uid) ++r;
+      remember_old(w->uid);
+      changes.emplace_back(w->uid, w);
+    }
+    for (; r < removed.size(); ++r) {
+      if (r > 0 && removed[r] == removed[r - 1]) continue;
+      remember_old(removed[r]);
+      changes.emplace_back(removed[r], std::nullopt);
     }
   }
-  workloads_by_address_.reserve(address_count);
-  for (std::uint32_t i = 0; i < workloads_.size(); ++i) {
-    const Workload& w = *workloads_[i].second;
-    for (const auto& ip : w.addresses) workloads_by_address_.push_back(WorkloadAddress{ip, w.network, i});
-  }
-  auto key = [](const WorkloadAddress& a) { return std::tie(a.ip, a.network); };
-  // Index order breaks ties, so of two workloads claiming one address the lower uid is named first.
-  std::sort(workloads_by_address_.begin(), workloads_by_address_.end(),
-            [&](const WorkloadAddress& a, const WorkloadAddress& b) {
-              return std::tie(a.ip, a.network, a.index) < std::tie(b.ip, b.network, b.index);
-            });
-  for (std::size_t i = 1; i < workloads_by_address_.size(); ++i) {
-    const auto& a = workloads_by_address_[i - 1];
-    const auto& b = workloads_by_address_[i];
-    if (key(a) == key(b) && a.index != b.index) {  // one workload listing an IP twice is harmless
-      return fail(Errc::kConfig, "workloads '" + workloads_[a.index].second->uid + "' and '" +
-                                     workloads_[b.index].second->uid + "' both have address " +
-                                     std::string(a.network) + "/" + a.ip.to_string());
-    }
-  }
+  if (auto ok = apply_addresses(olds, upserts); !ok) return ok;
+  apply_endpoints(olds, upserts);
+  workloads_.apply(changes);
   return {};
 }
 
-Result<void> StateSnapshot::add_service(Service service) {
-  std::string key = service.key();
-  if (services_.contains(key)) return fail(Errc::kConfig, "duplicate service '" + key + "'");
-  const Service& stored = services_.emplace(key, std::move(service)).first->second;
-  for (const auto& vip : stored.vips) {
-    auto [it, inserted] = services_by_vip_.try_emplace(AddressKey{vip.network, vip.address}, &stored);
-    if (!inserted && it->second != &stored) {
-      return fail(Errc::kConfig,
-                  "services '" + it->second->key() + "' and '" + key + "' both have VIP " + vip.to_string());
-    }
+Result<void> StateSnapshot::apply_addresses(const std::vector<std::shared_ptr<const Workload>>& olds,
+                                            const std::vector<std::shared_ptr<const Workload>>& upserts) {
+  // (key, workload or null = the old owner leaves it); sorted by key, leaves before claims, then uid.
+  struct Claim {
+    AddressKey key;
+    const std::shared_ptr<const Workload>* workload;  // null: an old version's address, released
+  };
+  std::vector<Claim> claims;
+  for (const auto& w : olds) {
+    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, nullptr});
   }
+  for (const auto& w : upserts) {
+    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, &w});
+  }
+  auto order = [](const Claim& a, const Claim& b) {
+    if (auto c = a.key.ip <=> b.key.ip; c != 0) return c < 0;
+    if (a.key.network != b.key.network) return a.key.network.view() < b.key.network.view();
+    if ((a.workload == nullptr) != (b.workload == nullptr)) return a.workload == nullptr;
+    return a.workload != nullptr && (*a.workload)->uid < (*b.workload)->uid;
+  };
+  sort_if_needed(claims, order);
+  std::vector<AddressMap::Change> changes;
+  changes.reserve(claims.size());
+  auto clash = [](const Workload& a, const Workload& b, const AddressKey& key) {
+    const Workload& first = a.uid < b.uid ? a : b;
+    const Workload& second = a.uid < b.uid ? b : a;
+    return fail(Errc::kConfig, "workloads '" + first.uid + "' and '" + second.uid + "' both have address " +
+                                   key.network + "/" + key.ip.to_string());
+  };
+  for (std::size_t i = 0; i < claims.size();) {
+    std::size_t j = i;
+    bool released = false;
+    const std::shared_ptr<const Workload>* owner = nullptr;
+    for (; j < claims.size() && !AddressLess{}(claims[i].key, claims[j].key); ++j) {
+      if (claims[j].workload == nullptr) {
+        released = true;
+      } else if (owner == nullptr) {
+        owner = claims[j].workload;
+      } else if ((*owner)->uid != (*claims[j].workload)->uid) {  // one workload listing an IP twice is fine
+        return clash(**owner, **claims[j].workload, claims[i].key);
+      }
+    }
+    if (owner != nullptr && !released) {
+      // A claim on an address an unchanged workload of this snapshot holds.
+      if (const auto* held = workloads_by_address_.find(claims[i].key); held && held->second->uid != (*owner)->uid)
+        return clash(*held->second, **owner, claims[i].key);
+    }
+    if (owner != nullptr) {
+      changes.emplace_back(claims[i].key, *owner);
+    } else {
+      changes.emplace_back(claims[i].key, std::nullopt);
+    }
+    i = j;
+  }
+  workloads_by_address_.apply(changes);
   return {};
 }
 
-Result<void> StateSnapshot::add_policy(Authorization policy) {
-  std::string key = policy.key();
-  if (policies_.contains(key)) return fail(Errc::kConfig, "duplicate authorization policy '" + key + "'");
-  policies_.emplace(std::move(key), std::move(policy));
+void StateSnapshot::apply_endpoints(const std::vector<std::shared_ptr<const Workload>>& olds,
+                                    const std::vector<std::shared_ptr<const Workload>>& upserts) {
+  // New endpoints per service key, in uid order (upserts are sorted by uid): the weighted pick in
+  // select_route depends on a stable order.
+  std::unordered_map<InternedString, std::vector<Endpoint>, ByEntry> fresh;
+  for (const auto& w : upserts) {
+    for (const auto& [key, ports] : w->services) fresh[key].push_back(Endpoint{w, ports});
+  }
+  std::unordered_set<std::string_view> changed;  // uids whose old endpoints leave
+  std::vector<InternedString> keys;
+  keys.reserve(fresh.size());
+  for (const auto& [key, list] : fresh) keys.push_back(key);
+  for (const auto& w : olds) {
+    changed.insert(w->uid);
+    for (const auto& [key, ports] : w->services) keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end(), ViewLess{});
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<EndpointMap::Change> changes;
+  changes.reserve(keys.size());
+  auto endpoint_order = [](const Endpoint& a, const Endpoint& b) { return a.workload->uid < b.workload->uid; };
+  for (auto& key : keys) {
+    std::vector<Endpoint> kept;
+    if (const auto* held = endpoints_.find(key)) {
+      kept.reserve(held->second->size());
+      for (const auto& e : *held->second) {
+        if (!changed.contains(e.workload->uid)) kept.push_back(e);
+      }
+    }
+    std::vector<Endpoint> added;
+    if (auto it = fresh.find(key); it != fresh.end()) added = std::move(it->second);
+    std::vector<Endpoint> list = kept.empty() ? std::move(added)
+                                 : added.empty() ? std::move(kept)
+                                                 : merge_sorted(std::move(kept), std::move(added), endpoint_order);
+    if (list.empty()) {
+      changes.emplace_back(std::move(key), std::nullopt);
+    } else {
+      changes.emplace_back(std::move(key), std::make_shared<const std::vector<Endpoint>>(std::move(list)));
+    }
+  }
+  endpoints_.apply(changes);
+}
+
+Result<void> StateSnapshot::apply_services(std::vector<Service> upserts, std::vector<std::string> removed) {
+  if (upserts.empty() && removed.empty()) return {};
+  std::vector<std::pair<InternedString, Service>> keyed;
+  keyed.reserve(upserts.size());
+  for (auto& s : upserts) {
+    std::string key = s.key();
+    keyed.emplace_back(InternedString(std::string_view(key)), std::move(s));
+  }
+  auto by_key = [](const auto& a, const auto& b) { return ViewLess{}(a.first, b.first); };
+  sort_if_needed(keyed, by_key);
+  for (std::size_t i = 1; i < keyed.size(); ++i) {
+    if (keyed[i].first == keyed[i - 1].first) return fail(Errc::kConfig, "duplicate service '" + keyed[i].first + "'");
+  }
+  sort_if_needed(removed, std::less<>{});
+  // VIP claims and releases, as for workload addresses (value: the service key).
+  struct Claim {
+    AddressKey key;
+    const InternedString* service;  // null: an old version's VIP, released
+  };
+  std::vector<Claim> claims;
+  std::vector<ServiceMap::Change> changes;
+  changes.reserve(keyed.size() + removed.size());
+  auto release_old = [&](std::string_view key) {
+    if (const auto* old = services_.find(key)) {
+      for (const auto& v : old->second.vips) claims.push_back({{v.address, InternedString(std::string_view(v.network))}, nullptr});
+    }
+  };
+  std::size_t r = 0;
+  auto remove_below = [&](const InternedString* bound) {
+    for (; r < removed.size() && (bound == nullptr || removed[r] < bound->view()); ++r) {
+      if (r > 0 && removed[r] == removed[r - 1]) continue;
+      release_old(removed[r]);
+      changes.emplace_back(InternedString(std::string_view(removed[r])), std::nullopt);
+    }
+    if (bound != nullptr && r < removed.size() && removed[r] == bound->view()) ++r;
+  };
+  for (auto& [key, service] : keyed) {
+    remove_below(&key);
+    release_old(key);
+    for (const auto& v : service.vips) claims.push_back({{v.address, InternedString(std::string_view(v.network))}, &key});
+  }
+  remove_below(nullptr);
+  auto order = [](const Claim& a, const Claim& b) {
+    if (AddressLess{}(a.key, b.key)) return true;
+    if (AddressLess{}(b.key, a.key)) return false;
+    if ((a.service == nullptr) != (b.service == nullptr)) return a.service == nullptr;
+    return a.service != nullptr && ViewLess{}(*a.service, *b.service);
+  };
+  std::sort(claims.begin(), claims.end(), order);
+  auto clash = [](const InternedString& a, const InternedString& b, const AddressKey& key) {
+    bool a_first = ViewLess{}(a, b);
+    return fail(Errc::kConfig, "services '" + (a_first ? a : b) + "' and '" + (a_first ? b : a) +
+                                   "' both have VIP " + key.network + "/" + key.ip.to_string());
+  };
+  std::vector<VipMap::Change> vip_changes;
+  for (std::size_t i = 0; i < claims.size();) {
+    std::size_t j = i;
+    bool released = false;
+    const InternedString* owner = nullptr;
+    for (; j < claims.size() && !AddressLess{}(claims[i].key, claims[j].key); ++j) {
+      if (claims[j].service == nullptr) {
+        released = true;
+      } else if (owner == nullptr) {
+        owner = claims[j].service;
+      } else if (*owner != *claims[j].service) {
+        return clash(*owner, *claims[j].service, claims[i].key);
+      }
+    }
+    if (owner != nullptr && !released) {
+      if (const auto* held = services_by_vip_.find(claims[i].key); held && held->second != *owner)
+        return clash(held->second, *owner, claims[i].key);
+    }
+    if (owner != nullptr) {
+      vip_changes.emplace_back(claims[i].key, *owner);
+    } else {
+      vip_changes.emplace_back(claims[i].key, std::nullopt);
+    }
+    i = j;
+  }
+  // Service changes in key order: merge the removals (already in `changes`) with the upserts.
+  std::vector<ServiceMap::Change> upsert_changes;
+  upsert_changes.reserve(keyed.size());
+  for (auto& [key, service] : keyed) upsert_changes.emplace_back(key, std::move(service));
+  auto change_order = [](const ServiceMap::Change& a, const ServiceMap::Change& b) {
+    return ViewLess{}(a.first, b.first);
+  };
+  changes = merge_sorted(std::move(changes), std::move(upsert_changes), change_order);
+  services_.apply(changes);
+  services_by_vip_.apply(vip_changes);
   return {};
 }
 
-void StateSnapshot::index_endpoints() {
-  // workloads_ iterates in uid order, so every endpoint list comes out sorted by uid: the
-  // weighted pick in select_route depends on a stable order.
-  for (const auto& [uid, workload] : workloads_) {
-    for (const auto& [service_key, ports] : workload->services) {
-      auto it = endpoints_.find(service_key);
-      if (it == endpoints_.end()) it = endpoints_.emplace(service_key, std::vector<Endpoint>{}).first;
-      it->second.push_back(Endpoint{workload, ports});
-    }
+Result<void> StateSnapshot::index_policies(std::vector<Authorization> policies) {
+  auto index = std::make_shared<PolicyIndex>();
+  for (auto& p : policies) {
+    std::string key = p.key();
+    if (index->map.contains(key)) return fail(Errc::kConfig, "duplicate authorization policy '" + key + "'");
+    index->map.emplace(std::move(key), std::move(p));
   }
+  // Global policies apply to every decision: index them once so a decision does not scan all.
+  for (const auto& [key, policy] : index->map) {
+    if (policy.scope == Authorization::Scope::kGlobal) index->global.push_back(&policy);
+  }
+  policies_ = std::move(index);
+  return {};
 }
 
 std::shared_ptr<const Workload> StateSnapshot::workload_by_uid(std::string_view uid) const {
-  auto it = std::lower_bound(workloads_.begin(), workloads_.end(), uid,
-                             [](const auto& entry, std::string_view key) { return entry.first < key; });
-  return it == workloads_.end() || it->first != uid ? nullptr : it->second;
+  const auto* entry = workloads_.find(uid);
+  return entry == nullptr ? nullptr : entry->second;
 }
 
 std::shared_ptr<const Workload> StateSnapshot::workload_by_address(std::string_view network,
                                                                    const base::IpAddr& ip) const {
-  auto it = std::lower_bound(
-      workloads_by_address_.begin(), workloads_by_address_.end(), std::tie(ip, network),
-      [](const WorkloadAddress& a, const auto& key) { return std::tie(a.ip, a.network) < key; });
-  if (it == workloads_by_address_.end() || it->ip != ip || it->network != network) return nullptr;
-  return workloads_[it->index].second;
+  const auto* entry = workloads_by_address_.find(AddressLookup{ip, network});
+  return entry == nullptr ? nullptr : entry->second;
 }
 
 const Service* StateSnapshot::service_by_key(std::string_view key) const {
-  auto it = services_.find(key);
-  return it == services_.end() ? nullptr : &it->second;
+  const auto* entry = services_.find(key);
+  return entry == nullptr ? nullptr : &entry->second;
 }
 
 const Service* StateSnapshot::service_by_vip(std::string_view network, const base::IpAddr& ip) const {
-  auto it = services_by_vip_.find(AddressKey{std::string(network), ip});
-  return it == services_by_vip_.end() ? nullptr : it->second;
+  const auto* entry = services_by_vip_.find(AddressLookup{ip, network});
+  return entry == nullptr ? nullptr : service_by_key(entry->second);
 }
 
 const Authorization* StateSnapshot::policy_by_key(std::string_view key) const {
-  auto it = policies_.find(key);
-  return it == policies_.end() ? nullptr : &it->second;
+  auto it = policies_->map.find(key);
+  return it == policies_->map.end() ? nullptr : &it->second;
 }
 
 std::span<const Endpoint> StateSnapshot::endpoints(std::string_view service_key) const {
-  auto it = endpoints_.find(service_key);
-  if (it == endpoints_.end()) return {};
-  return it->second;
+  const auto* entry = endpoints_.find(service_key);
+  if (entry == nullptr) return {};
+  return *entry->second;
 }
 
 std::vector<const Authorization*> StateSnapshot::policies_in_namespace(std::string_view ns) const {
   std::vector<const Authorization*> out;
-  for (const auto& [key, policy] : policies_) {
+  for (const auto& [key, policy] : policies_->map) {
     bool global = policy.scope == Authorization::Scope::kGlobal;
     bool in_ns = policy.scope == Authorization::Scope::kNamespace && policy.ns == ns;
     if ((ns.empty() && global) || (!ns.empty() && in_ns)) out.push_back(&policy);

@@ -33,17 +33,23 @@ Result<base::IpAddr> ip_from_bytes(const std::string& raw, std::string_view what
   return *ip;
 }
 
-std::string workload_type(pw::WorkloadType type) {
+state::InternedString workload_type(pw::WorkloadType type) {
   switch (type) {
     case pw::CRONJOB:
-      return "cronjob";
+      return state::InternedString::cached("cronjob");
     case pw::POD:
-      return "pod";
+      return state::InternedString::cached("pod");
     case pw::JOB:
-      return "job";
+      return state::InternedString::cached("job");
     default:  // DEPLOYMENT and values from a newer istiod
-      return "deployment";
+      return state::default_workload_type();
   }
+}
+
+// Shared fields go through the per-thread intern cache (see InternedString::cached). A value equal
+// to what `out` holds (a default) is left alone: no reference-count traffic on hot entries.
+void assign(state::InternedString& out, const std::string& in) {
+  if (out != in) out = state::InternedString::cached(in);
 }
 
 Result<std::vector<state::PortMapping>> workload_ports(const pw::PortList& list, std::string_view key) {
@@ -84,14 +90,6 @@ Result<state::TunnelProtocol> tunnel_protocol(pw::TunnelProtocol p) {
   }
 }
 
-void copy_or_default(std::string& out, const std::string& in, const char* fallback) {
-  if (in.empty()) {
-    out = fallback;
-  } else {
-    out = in;
-  }
-}
-
 Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
   auto protocol = tunnel_protocol(in.tunnel_protocol());
   if (!protocol) return std::unexpected(std::move(protocol.error()));
@@ -105,6 +103,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
       w.addresses.push_back(*ip);
     }
   }
+  w.services.reserve(in.services().size());
   for (const auto& [key, list] : in.services()) {
     auto slash = key.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == key.size()) {
@@ -112,7 +111,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
     }
     auto ports = workload_ports(list, key);
     if (!ports) return std::unexpected(std::move(ports.error()));
-    w.services.emplace(key, std::move(*ports));
+    w.services.emplace(state::InternedString::cached(key), std::move(*ports));
   }
   w.authorization_policies.assign(in.authorization_policies().begin(), in.authorization_policies().end());
   w.healthy = in.status() != pw::UNHEALTHY;
@@ -251,18 +250,23 @@ Result<state::Workload> to_workload(const pw::Workload& in) {
   state::Workload w;
   w.uid = in.uid();
   w.name = in.name();
-  w.ns = in.namespace_();
-  copy_or_default(w.service_account, in.service_account(), "default");
-  copy_or_default(w.trust_domain, in.trust_domain(), "cluster.local");
-  copy_or_default(w.cluster_id, in.cluster_id(), "Kubernetes");
-  w.node = in.node();
-  w.network = in.network();
-  w.hostname = in.hostname();
-  w.canonical_name = in.canonical_name();
-  w.canonical_revision = in.canonical_revision();
-  w.workload_name = in.workload_name();
+  assign(w.ns, in.namespace_());
+  // Empty identity fields keep the defaults the Workload starts with.
+  if (!in.service_account().empty()) assign(w.service_account, in.service_account());
+  if (!in.trust_domain().empty()) assign(w.trust_domain, in.trust_domain());
+  if (!in.cluster_id().empty()) assign(w.cluster_id, in.cluster_id());
+  assign(w.node, in.node());
+  assign(w.network, in.network());
+  assign(w.hostname, in.hostname());
+  assign(w.canonical_name, in.canonical_name());
+  assign(w.canonical_revision, in.canonical_revision());
+  assign(w.workload_name, in.workload_name());
   w.workload_type = workload_type(in.workload_type());
-  if (in.has_locality()) w.locality = {in.locality().region(), in.locality().zone(), in.locality().subzone()};
+  if (in.has_locality()) {
+    assign(w.locality.region, in.locality().region());
+    assign(w.locality.zone, in.locality().zone());
+    assign(w.locality.subzone, in.locality().subzone());
+  }
   MESHNODE_XDS_TRY(workload_traffic(in, w));
   return w;
 }

@@ -133,12 +133,15 @@ bool ResourceStore::erase_address(const std::string& name) {
     auto owner = owners.find(key);
     if (owner != owners.end() && owner->second == name) owners.erase(owner);
   };
+  touch(name);
   if (e.workload) {
     --workload_count_;
+    if (!rebuild_) removed_uids_.push_back(e.workload->uid);
     if (e.workload->uid != name) workload_uids_.erase(e.workload->uid);
     for (const auto& ip : e.workload->addresses) release(ip_owner_, {e.workload->network, ip});
   } else {
     --service_count_;
+    if (!rebuild_) removed_service_keys_.push_back(e.service->key());
     service_keys_.erase(e.service->key());
     for (const auto& v : e.service->vips) release(vip_owner_, {v.network, v.address});
   }
@@ -151,15 +154,24 @@ void ResourceStore::put_address(const std::string& name, std::string version,
                                 std::shared_ptr<const state::Workload> w,
                                 std::shared_ptr<const state::Service> s) {
   erase_address(name);
-  auto [it, inserted] =
-      addresses_.emplace(name, AddressEntry{std::move(version), std::move(w), std::move(s)});
+  AddressEntry entry{state::InternedString::cached(version), std::move(w), std::move(s), nullptr};
+  std::string_view key;
+  if (entry.workload && entry.workload->uid == name) {
+    key = entry.workload->uid;  // lives as long as the entry holds the workload
+  } else {
+    entry.own_name = std::make_unique<const std::string>(name);
+    key = *entry.own_name;
+  }
+  auto [it, inserted] = addresses_.emplace(key, std::move(entry));
   std::string_view stored = it->first;
   const AddressEntry& e = it->second;
+  touch(stored);
   // The newest claim on an address wins; the previous owner keeps its other addresses.
   auto claim = [&](OwnerMap& owners, AddressView key) {
     auto [owner, fresh] = owners.try_emplace(key, stored);
     if (!fresh && owner->second != stored) {
       shadowed_.emplace(owner->second);
+      touch(owner->second);  // its visible addresses shrink
       owner->second = stored;
     }
   };
@@ -270,6 +282,7 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
     if (it == policies_.end()) continue;
     policy_keys_.erase(it->second.policy->key());
     policies_.erase(it);
+    policies_changed_ = true;
     ++out.removed;
   }
   istio::security::Authorization message;
@@ -304,12 +317,13 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
     policy_keys_[policy->key()] = r.name();
     policies_.insert_or_assign(
         r.name(), PolicyEntry{r.version(), std::make_shared<const state::Authorization>(std::move(*policy))});
+    policies_changed_ = true;
     ++out.upserted;
   }
 }
 
 std::shared_ptr<const state::Workload> ResourceStore::visible(
-    const std::string& name, const std::shared_ptr<const state::Workload>& w) const {
+    std::string_view name, const std::shared_ptr<const state::Workload>& w) const {
   if (shadowed_.empty() || !shadowed_.contains(name)) return w;
   auto copy = std::make_shared<state::Workload>(*w);
   std::erase_if(copy->addresses, [&](const base::IpAddr& ip) {
@@ -319,7 +333,30 @@ std::shared_ptr<const state::Workload> ResourceStore::visible(
   return copy;
 }
 
-Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const {
+state::Service ResourceStore::visible(std::string_view name, const state::Service& s) const {
+  state::Service out = s;
+  if (shadowed_.empty() || !shadowed_.contains(name)) return out;
+  std::erase_if(out.vips, [&](const state::NetworkAddress& v) {
+    auto owner = vip_owner_.find({v.network, v.address});
+    return owner == vip_owner_.end() || owner->second != name;
+  });
+  return out;
+}
+
+void ResourceStore::touch(std::string_view name) {
+  if (rebuild_) return;
+  // A big batch (the initial push, a resync) is cheaper to build from scratch than to diff.
+  if (touched_.size() > 64 && touched_.size() > (workload_count_ + service_count_) / 8) {
+    rebuild_ = true;
+    touched_.clear();
+    removed_uids_.clear();
+    removed_service_keys_.clear();
+    return;
+  }
+  touched_.emplace_back(name);
+}
+
+Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build_full() const {
   std::vector<std::shared_ptr<const state::Workload>> workloads = local_workloads_;
   std::vector<state::Service> services = local_services_;
   std::vector<state::Authorization> policies = local_policies_;
@@ -329,25 +366,64 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const
   for (const auto& [name, e] : addresses_) {
     if (e.workload) {
       workloads.push_back(visible(name, e.workload));
-    } else if (!shadowed_.contains(name)) {
-      services.push_back(*e.service);
     } else {
-      state::Service s = *e.service;
-      std::erase_if(s.vips, [&](const state::NetworkAddress& v) {
-        auto owner = vip_owner_.find({v.network, v.address});
-        return owner == vip_owner_.end() || owner->second != name;
-      });
-      services.push_back(std::move(s));
+      services.push_back(visible(name, *e.service));
     }
   }
   for (const auto& [name, e] : policies_) policies.push_back(*e.policy);
   return state::StateSnapshot::build(std::move(workloads), std::move(services), std::move(policies));
 }
 
+Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const {
+  auto reset = [&] {
+    touched_.clear();
+    removed_uids_.clear();
+    removed_service_keys_.clear();
+    policies_changed_ = false;
+  };
+  if (!rebuild_ && base_) {
+    state::StateDelta delta;
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    for (const auto& name : touched_) {
+      auto it = addresses_.find(name);
+      if (it == addresses_.end()) continue;  // removed: its uid or key is in removed_*
+      if (it->second.workload) {
+        delta.workloads.push_back(visible(name, it->second.workload));
+      } else {
+        delta.services.push_back(visible(name, *it->second.service));
+      }
+    }
+    delta.removed_workloads = std::move(removed_uids_);
+    delta.removed_services = std::move(removed_service_keys_);
+    if (policies_changed_) {
+      delta.policies.emplace(local_policies_);
+      for (const auto& [name, e] : policies_) delta.policies->push_back(*e.policy);
+    }
+    reset();
+    if (delta.empty()) return base_;
+    auto next = base_->apply(std::move(delta));
+    if (next) {
+      base_ = *next;
+      return base_;
+    }
+    // A bug (apply() keeps the inputs consistent): start over from scratch, which names it.
+  }
+  reset();
+  auto full = build_full();
+  if (!full) {
+    rebuild_ = true;
+    return full;
+  }
+  base_ = *full;
+  rebuild_ = false;
+  return base_;
+}
+
 std::map<std::string, std::string> ResourceStore::versions(std::string_view type_url) const {
   std::map<std::string, std::string> out;
   if (type_url == kAddressType) {
-    for (const auto& [name, e] : addresses_) out.emplace(name, e.version);
+    for (const auto& [name, e] : addresses_) out.emplace(std::string(name), e.version.str());
   } else if (type_url == kAuthorizationType) {
     for (const auto& [name, e] : policies_) out.emplace(name, e.version);
   }

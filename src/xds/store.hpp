@@ -70,7 +70,17 @@ class ResourceStore {
 
   /// A snapshot of local config + every accepted xDS resource. Errc::kConfig only on a bug
   /// (apply() keeps the inputs consistent); the caller then keeps its previous snapshot.
+  /// Incremental: derived from the previous build() by StateSnapshot::apply() with what the
+  /// responses since then touched (plus workloads/services that lost an address to a newer
+  /// claim), so its cost follows the delta; after a big response (more than an eighth of what we
+  /// hold changed) or an error it is built from scratch. Either way it equals a full build.
+  /// Called again without apply() in between, it returns the same snapshot.
   [[nodiscard]] Result<std::shared_ptr<const state::StateSnapshot>> build() const;
+
+  /// Always builds from scratch (tests compare it with the incremental build()).
+  [[nodiscard]] Result<std::shared_ptr<const state::StateSnapshot>> build_full_for_test() const {
+    return build_full();
+  }
 
   /// Accepted resource name → version for `type_url` (initial_resource_versions on reconnect).
   [[nodiscard]] std::map<std::string, std::string> versions(std::string_view type_url) const;
@@ -86,9 +96,11 @@ class ResourceStore {
  private:
   using AddressKey = std::pair<std::string, base::IpAddr>;
   struct AddressEntry {
-    std::string version;
+    state::InternedString version;  // istiod versions repeat across resources
     std::shared_ptr<const state::Workload> workload;  // exactly one of workload/service is set
     std::shared_ptr<const state::Service> service;
+    // The resource name when the key cannot view the workload's uid (name != uid, services).
+    std::unique_ptr<const std::string> own_name;
   };
   struct PolicyEntry {
     std::string version;
@@ -106,7 +118,11 @@ class ResourceStore {
                    std::shared_ptr<const state::Service> s);
   bool erase_address(const std::string& name);
   [[nodiscard]] std::shared_ptr<const state::Workload> visible(
-      const std::string& name, const std::shared_ptr<const state::Workload>& w) const;
+      std::string_view name, const std::shared_ptr<const state::Workload>& w) const;
+  [[nodiscard]] state::Service visible(std::string_view name, const state::Service& s) const;
+  [[nodiscard]] Result<std::shared_ptr<const state::StateSnapshot>> build_full() const;
+  // Records that resource `name` must be re-read by the next incremental build().
+  void touch(std::string_view name);
 
   // Static local config: always in the snapshot, never replaced by xDS.
   std::vector<std::shared_ptr<const state::Workload>> local_workloads_;
@@ -125,7 +141,9 @@ class ResourceStore {
   };
   using OwnerMap = std::unordered_map<AddressView, std::string_view, AddressViewHash>;
 
-  std::unordered_map<std::string, AddressEntry> addresses_;  // by resource name
+  // By resource name. The key views the workload's uid when it is the name (the common case:
+  // no second copy of 100,000 uids), else the entry's own_name.
+  std::unordered_map<std::string_view, AddressEntry> addresses_;
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
   std::unordered_map<std::string_view, std::string_view>
       workload_uids_;  // uid → resource name, when they differ
@@ -136,6 +154,15 @@ class ResourceStore {
   OwnerMap ip_owner_;                            // workload (network, IP) → resource name (newest claim)
   OwnerMap vip_owner_;                           // service (network, VIP) → resource name (newest claim)
   std::set<std::string, std::less<>> shadowed_;  // names that lost an IP or VIP to a newer claim
+
+  // Incremental build(): the last snapshot built and what changed since. Once a batch grows past
+  // an eighth of the store, names stop being recorded and the next build() starts from scratch.
+  mutable std::shared_ptr<const state::StateSnapshot> base_;
+  mutable std::vector<std::string> touched_;               // resource names (may repeat)
+  mutable std::vector<std::string> removed_uids_;          // workloads that left (or changed uid)
+  mutable std::vector<std::string> removed_service_keys_;  // services that left (or changed key)
+  mutable bool policies_changed_ = false;
+  mutable bool rebuild_ = true;
 };
 
 }  // namespace meshnode::xds

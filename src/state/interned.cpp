@@ -1,0 +1,165 @@
+#include "state/interned.hpp"
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <unordered_set>
+
+namespace meshnode::state {
+
+struct InternedString::Entry {
+  explicit Entry(std::string_view v, std::size_t h) : value(v), hash(h) {}
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<bool> immortal{false};  // never counted, never freed
+  const std::string value;
+  const std::size_t hash;
+};
+
+namespace {
+
+using Entry = InternedString::Entry;
+
+struct EntryHash {
+  using is_transparent = void;
+  std::size_t operator()(const Entry* e) const noexcept { return e->hash; }
+  std::size_t operator()(std::string_view v) const noexcept { return std::hash<std::string_view>{}(v); }
+};
+struct EntryEq {
+  using is_transparent = void;
+  bool operator()(const Entry* a, const Entry* b) const noexcept { return a == b; }
+  bool operator()(std::string_view a, const Entry* b) const noexcept { return a == b->value; }
+  bool operator()(const Entry* a, std::string_view b) const noexcept { return a->value == b; }
+};
+
+struct Shard {
+  std::mutex mutex;
+  std::unordered_set<Entry*, EntryHash, EntryEq> entries;
+};
+
+// Per-thread cache in front of the pool: large enough for the nodes, namespaces and names a big
+// response cycles through (the benchmark: 500 nodes, 100 namespaces).
+constexpr std::size_t kCacheSlots = 4096;
+
+// Sharded so the helper threads that convert a big response rarely wait on each other.
+constexpr std::size_t kShards = 16;
+
+std::array<Shard, kShards>& shards() {
+  static auto* pool = new std::array<Shard, kShards>();  // never destroyed: handles outlive statics
+  return *pool;
+}
+
+Shard& shard_of(std::size_t hash) { return shards()[(hash >> 7) % kShards]; }
+
+const std::string& empty_string() {
+  static const std::string empty;
+  return empty;
+}
+
+}  // namespace
+
+InternedString::Entry* InternedString::intern(std::string_view value) {
+  if (value.empty()) return nullptr;
+  return intern(value, std::hash<std::string_view>{}(value));
+}
+
+InternedString::Entry* InternedString::intern(std::string_view value, std::size_t hash) {
+  Shard& shard = shard_of(hash);
+  std::lock_guard lock(shard.mutex);
+  auto it = shard.entries.find(value);
+  if (it != shard.entries.end()) {
+    // Under the shard lock: release() only frees an entry while holding this lock with refs == 0.
+    (*it)->refs.fetch_add(1, std::memory_order_relaxed);
+    return *it;
+  }
+  auto owned = std::make_unique<Entry>(value, hash);
+  Entry* e = owned.get();
+  shard.entries.insert(e);
+  owned.release();  // owned by the pool from here on; freed by release()
+  return e;
+}
+
+void InternedString::retain(Entry* e) noexcept {
+  if (e != nullptr && !e->immortal.load(std::memory_order_relaxed)) e->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void InternedString::release(Entry* e) noexcept {
+  if (e == nullptr || e->immortal.load(std::memory_order_relaxed)) return;
+  // Fast path: not the last reference. Another holder cannot drop to zero under us, and intern()
+  // only increments, so a plain CAS loop is enough.
+  std::uint32_t refs = e->refs.load(std::memory_order_relaxed);
+  while (refs > 1) {
+    if (e->refs.compare_exchange_weak(refs, refs - 1, std::memory_order_release, std::memory_order_relaxed))
+      return;
+  }
+  // Possibly the last reference: decide under the shard lock, where intern() cannot revive it.
+  Shard& shard = shard_of(e->hash);
+  std::unique_lock lock(shard.mutex);
+  if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  shard.entries.erase(e);
+  lock.unlock();
+  std::unique_ptr<Entry> gone(e);
+}
+
+InternedString InternedString::immortal(std::string_view value) {
+  InternedString out(value);
+  // Once immortal, releases stop counting; a holder that interned it before still holds a valid
+  // entry, since immortal entries are never freed.
+  if (out.entry_ != nullptr) out.entry_->immortal.store(true, std::memory_order_relaxed);
+  return out;
+}
+
+InternedString InternedString::cached(std::string_view value) {
+  if (value.empty()) return {};
+  thread_local std::array<InternedString, kCacheSlots> slots;
+  std::size_t hash = std::hash<std::string_view>{}(value);
+  InternedString& slot = slots[hash % kCacheSlots];
+  if (slot.entry_ == nullptr || slot.entry_->hash != hash || slot.entry_->value != value) {
+    InternedString fresh;
+    fresh.entry_ = intern(value, hash);
+    slot = std::move(fresh);
+  }
+  return slot;
+}
+
+InternedString& InternedString::operator=(const InternedString& other) noexcept {
+  if (entry_ != other.entry_) {
+    retain(other.entry_);
+    release(entry_);
+    entry_ = other.entry_;
+  }
+  return *this;
+}
+
+InternedString& InternedString::operator=(InternedString&& other) noexcept {
+  if (this != &other) {
+    release(entry_);
+    entry_ = other.entry_;
+    other.entry_ = nullptr;
+  }
+  return *this;
+}
+
+const std::string& InternedString::str() const noexcept {
+  return entry_ == nullptr ? empty_string() : entry_->value;
+}
+
+std::string InternedString::concat(std::string_view a, std::string_view b) {
+  std::string out;
+  out.reserve(a.size() + b.size());
+  out.append(a).append(b);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const InternedString& s) { return os << s.view(); }
+
+std::size_t InternedString::pool_size_for_test() {
+  std::size_t n = 0;
+  for (auto& shard : shards()) {
+    std::lock_guard lock(shard.mutex);
+    n += shard.entries.size();
+  }
+  return n;
+}
+
+}  // namespace meshnode::state

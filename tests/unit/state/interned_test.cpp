@@ -1,0 +1,92 @@
+#include "state/interned.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "state/workload.hpp"
+
+namespace meshnode::state {
+namespace {
+
+TEST(InternedString, ReadsLikeAString) {
+  InternedString ns = "default";
+  std::string text = "prod";
+  InternedString other;
+  other = text;
+  EXPECT_EQ(ns, "default");
+  EXPECT_EQ(ns, std::string("default"));
+  EXPECT_EQ(ns, std::string_view("default"));
+  EXPECT_NE(ns, other);
+  EXPECT_EQ(other.str(), "prod");
+  EXPECT_EQ(ns + "/" + other, "default/prod");
+  EXPECT_EQ("x-" + ns, "x-default");
+  EXPECT_EQ(text + ns, "proddefault");
+  const std::string& ref = ns;
+  std::string_view view = ns;
+  EXPECT_EQ(ref, "default");
+  EXPECT_EQ(view, "default");
+  EXPECT_EQ(ns.size(), 7u);
+  EXPECT_LT(ns, other);
+  EXPECT_TRUE(InternedString().empty());
+  EXPECT_EQ(InternedString(""), InternedString());
+  // A ternary between a std::string and an interned field stays a std::string (no ambiguity).
+  std::string picked = text.empty() ? text : ns;
+  EXPECT_EQ(picked, "default");
+}
+
+TEST(InternedString, EqualValuesShareOneEntryAndTheLastHolderFreesIt) {
+  std::size_t before = InternedString::pool_size_for_test();
+  {
+    InternedString a(std::string_view("interned-test-value"));
+    InternedString b = InternedString::cached("interned-test-value");
+    EXPECT_EQ(a.data(), b.data());  // one entry
+    EXPECT_EQ(InternedString::pool_size_for_test(), before + 1);
+    InternedString c = std::move(a);
+    EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    EXPECT_EQ(c, b);
+  }
+  // cached() keeps the value in this thread's cache; a fresh thread's values all go.
+  std::thread([before] {
+    { InternedString d(std::string_view("interned-test-other")); }
+    EXPECT_LE(InternedString::pool_size_for_test(), before + 1);
+  }).join();
+}
+
+TEST(InternedString, ConcurrentInternAndReleaseKeepCountsRight) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 20000; ++i) {
+        InternedString a(std::string_view("race-" + std::to_string(i % 7)));
+        InternedString b = a;
+        EXPECT_EQ(a, b);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  InternedString probe(std::string_view("race-3"));
+  EXPECT_EQ(probe, "race-3");
+}
+
+TEST(WorkloadServices, ReadsLikeTheMapItReplaces) {
+  WorkloadServices s;
+  s["ns/b"] = {{80, 8080}};
+  s["ns/a"] = {};
+  EXPECT_TRUE(s.emplace("ns/c", {{443, 8443}}));
+  EXPECT_FALSE(s.emplace("ns/c", {}));
+  std::vector<std::string> keys;
+  for (const auto& [key, ports] : s) keys.emplace_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"ns/a", "ns/b", "ns/c"}));
+  EXPECT_EQ(s.at("ns/b").at(0).target_port, 8080);
+  EXPECT_TRUE(s.contains("ns/a"));
+  EXPECT_FALSE(s.contains("ns/z"));
+  EXPECT_THROW((void)s.at("ns/z"), std::out_of_range);
+  WorkloadServices from_map(std::map<std::string, std::vector<PortMapping>>{{"ns/a", {}}, {"ns/b", {{80, 8080}}}});
+  EXPECT_EQ(from_map.size(), 2u);
+}
+
+}  // namespace
+}  // namespace meshnode::state

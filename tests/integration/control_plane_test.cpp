@@ -351,5 +351,30 @@ TEST_F(ControlPlaneTest, RevokedCertificateIsRefused) {
   EXPECT_TRUE(round_trip_ok(a, b)) << "n1p0's certificate is not revoked";
 }
 
+TEST_F(ControlPlaneTest, OnDemandMissSubscribesByAddressAndTimesOutWithAClearReason) {
+  write_resources(all_pods());
+  ASSERT_NO_FATAL_FAILURE(start_istiod());
+  ASSERT_NO_FATAL_FAILURE(start_nodes({{1, {"XDS_ON_DEMAND=true"}}}));
+  ZdsPod& a = (*cluster_).pod(1, 0);
+  ZdsPod& b = (*cluster_).pod(2, 0);
+  ZdsPod& b2 = (*cluster_).pod(2, 1);
+  // Node 1 subscribed to no address: it learns n2p0 only when a connection misses it.
+  EXPECT_FALSE(knows_workload(1, b.uid()));
+  EXPECT_TRUE(round_trip_ok(a, b)) << "n1p0 -> n2p0 after an on-demand lookup";
+  EXPECT_TRUE(knows_workload(1, b.uid()));
+  EXPECT_FALSE(knows_workload(1, b2.uid()));
+  EXPECT_GE(opened(1, {"reporter=\"source\"", "connection_security_policy=\"mutual_tls\"", "destination_workload=\"n2p0\""}),
+            1)
+      << (*cluster_).metrics(1);
+  // istiod away: a miss waits for the lookup's deadline, then the connection fails naming the key.
+  command("xds stop");
+  ASSERT_TRUE(eventually(seconds(10), [&] { return config_dump(1)["xds"]["connected"] == false; }));
+  EXPECT_FALSE(round_trip_ok(a, b2));
+  EXPECT_TRUE(eventually(seconds(10), [&] {
+    return log(1).find("xDS on-demand lookup of '/" + b2.ip + "' not answered within") != std::string::npos;
+  })) << tail_lines(log(1), 20);
+  EXPECT_TRUE(round_trip_ok(a, b)) << "what was looked up keeps serving";
+}
+
 }  // namespace
 }  // namespace meshnode::integration

@@ -23,37 +23,41 @@ namespace meshnode::net {
 template <class T>
 asio::awaitable<std::optional<T>> await_callback(std::chrono::steady_clock::duration timeout,
                                                  const std::function<void(std::function<void(T)>)>& start) {
-  struct Waiter {
-    explicit Waiter(const asio::any_io_executor& ex) : timer(ex) {}
-    asio::steady_timer timer;
+  // Shared with the reply, which may outlive the coroutine and even its io_context (a source that
+  // holds callbacks until it is destroyed): no Asio object in here, only plain state.
+  struct Shared {
     std::mutex mu;
-    bool closed = false;       // guarded by mu: the waiting coroutine has ended
-    std::optional<T> result;   // the executor's thread only
+    bool closed = false;                   // guarded by mu: the waiting coroutine has ended
+    asio::steady_timer* timer = nullptr;   // the waiting frame's timer; executor thread only
+    std::optional<T> result;               // executor thread only
   };
   auto ex = co_await asio::this_coro::executor;
-  auto waiter = std::make_shared<Waiter>(ex);
-  waiter->timer.expires_after(timeout);
+  asio::steady_timer timer(ex);
+  timer.expires_after(timeout);
+  auto shared = std::make_shared<Shared>();
+  shared->timer = &timer;
   struct Close {
-    Waiter& w;
+    Shared& s;
     ~Close() {
-      std::lock_guard lock(w.mu);
-      w.closed = true;
+      std::lock_guard lock(s.mu);
+      s.closed = true;
+      s.timer = nullptr;
     }
-  } close{*waiter};
-  start([waiter, ex](T value) {
-    std::lock_guard lock(waiter->mu);
-    if (waiter->closed) return;
-    asio::post(ex, [waiter, value = std::move(value)]() mutable {
-      if (waiter->result) return;
-      waiter->result = std::move(value);
-      waiter->timer.cancel();
+  } close{*shared};
+  start([shared, ex](T value) {
+    std::lock_guard lock(shared->mu);
+    if (shared->closed) return;
+    asio::post(ex, [shared, value = std::move(value)]() mutable {
+      if (shared->timer == nullptr || shared->result) return;
+      shared->result = std::move(value);
+      shared->timer->cancel();
     });
   });
-  while (!waiter->result) {
-    auto [ec] = co_await waiter->timer.async_wait(kNoThrow);
-    if (!waiter->result && !ec) co_return std::nullopt;
+  while (!shared->result) {
+    auto [ec] = co_await timer.async_wait(kNoThrow);
+    if (!shared->result && !ec) co_return std::nullopt;
   }
-  co_return std::move(waiter->result);
+  co_return std::move(shared->result);
 }
 
 }  // namespace meshnode::net

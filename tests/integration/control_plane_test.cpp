@@ -58,8 +58,8 @@ class ControlPlaneTest : public ZdsClusterTest {
   /// Sends one command to the fake and waits for its answer; returns the stdout lines it printed.
   std::string command(const std::string& cmd) {
     const std::string before = istiod_.stdout_text();
-    EXPECT_TRUE(istiod_.write_stdin(cmd + "\n"));
     const int answered = istiod_.count_lines("ok " + cmd) + istiod_.count_lines("error ");
+    EXPECT_TRUE(istiod_.write_stdin(cmd + "\n"));
     EXPECT_TRUE(eventually(seconds(10), [&] {
       return istiod_.count_lines("ok " + cmd) + istiod_.count_lines("error ") > answered;
     })) << cmd;

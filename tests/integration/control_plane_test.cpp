@@ -100,6 +100,13 @@ class ControlPlaneTest : public ZdsClusterTest {
     echo_[1] = (*cluster_).start_echo_server((*cluster_).pod(1, 0), kEchoPort);
   }
 
+  /// Every pod in xDS, the fake started with `istiod_args`, both nodes up with `env`.
+  void start_all(const std::vector<std::string>& istiod_args = {}, std::map<int, std::vector<std::string>> env = {}) {
+    write_resources(all_pods());
+    ASSERT_NO_FATAL_FAILURE(start_istiod(istiod_args));
+    ASSERT_NO_FATAL_FAILURE(start_nodes(std::move(env)));
+  }
+
   json config_dump(int node) const {
     auto r = (*cluster_).in_netns((*cluster_).node_netns(node),
                                 {"curl", "-sS", "-m", "2", "http://127.0.0.1:15000/config_dump"}, seconds(5));
@@ -142,9 +149,7 @@ class ControlPlaneTest : public ZdsClusterTest {
 };
 
 TEST_F(ControlPlaneTest, PodsKnownOnlyFromXdsTalkBothWaysWithCaCertificatesAndFollowAddAndRemove) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod());
-  ASSERT_NO_FATAL_FAILURE(start_nodes());
+  ASSERT_NO_FATAL_FAILURE(start_all());
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& b = (*cluster_).pod(2, 0);
 
@@ -196,9 +201,7 @@ TEST_F(ControlPlaneTest, PodsKnownOnlyFromXdsTalkBothWaysWithCaCertificatesAndFo
 }
 
 TEST_F(ControlPlaneTest, PolicyPushClosesLiveConnectionBadResourceNackedByNameUnknownFieldAndEnumTolerated) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod());
-  ASSERT_NO_FATAL_FAILURE(start_nodes());
+  ASSERT_NO_FATAL_FAILURE(start_all());
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& b = (*cluster_).pod(2, 0);
   Process hold = (*cluster_).start_hold(a, b, kEchoPort, "hold");
@@ -233,9 +236,7 @@ TEST_F(ControlPlaneTest, PolicyPushClosesLiveConnectionBadResourceNackedByNameUn
 }
 
 TEST_F(ControlPlaneTest, XdsServerRestartReconnectsWithVersionsAndDropsNoConnection) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod());
-  ASSERT_NO_FATAL_FAILURE(start_nodes());
+  ASSERT_NO_FATAL_FAILURE(start_all());
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& b = (*cluster_).pod(2, 0);
   Process hold = (*cluster_).start_hold(a, b, kEchoPort, "hold");
@@ -261,9 +262,7 @@ TEST_F(ControlPlaneTest, XdsServerRestartReconnectsWithVersionsAndDropsNoConnect
 }
 
 TEST_F(ControlPlaneTest, TwentySecondCertificatesRotateThreeTimesWithoutFailedConnection) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod({"--cert-lifetime", "20"}));
-  ASSERT_NO_FATAL_FAILURE(start_nodes());
+  ASSERT_NO_FATAL_FAILURE(start_all({"--cert-lifetime", "20"}));
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& b = (*cluster_).pod(2, 0);
   Process loop = (*cluster_).start_in_netns(
@@ -296,9 +295,7 @@ TEST_F(ControlPlaneTest, TwentySecondCertificatesRotateThreeTimesWithoutFailedCo
 }
 
 TEST_F(ControlPlaneTest, CaDownCertificatesServeUntilExpiryThenFailClosedAndRecover) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod({"--cert-lifetime", "20"}));
-  ASSERT_NO_FATAL_FAILURE(start_nodes());
+  ASSERT_NO_FATAL_FAILURE(start_all({"--cert-lifetime", "20"}));
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& a2 = (*cluster_).pod(1, 1);
   ZdsPod& b = (*cluster_).pod(2, 0);
@@ -332,10 +329,8 @@ TEST_F(ControlPlaneTest, CaDownCertificatesServeUntilExpiryThenFailClosedAndReco
 }
 
 TEST_F(ControlPlaneTest, RevokedCertificateIsRefused) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod());
   const std::string crl = (*cluster_).workdir() + "/ca-crl.pem";
-  ASSERT_NO_FATAL_FAILURE(start_nodes({{2, {"CRL_PATH=" + crl}}}));
+  ASSERT_NO_FATAL_FAILURE(start_all({}, {{2, {"CRL_PATH=" + crl}}}));
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& a2 = (*cluster_).pod(1, 1);
   ZdsPod& b = (*cluster_).pod(2, 0);
@@ -352,9 +347,7 @@ TEST_F(ControlPlaneTest, RevokedCertificateIsRefused) {
 }
 
 TEST_F(ControlPlaneTest, OnDemandMissSubscribesByAddressAndTimesOutWithAClearReason) {
-  write_resources(all_pods());
-  ASSERT_NO_FATAL_FAILURE(start_istiod());
-  ASSERT_NO_FATAL_FAILURE(start_nodes({{1, {"XDS_ON_DEMAND=true"}}}));
+  ASSERT_NO_FATAL_FAILURE(start_all({}, {{1, {"XDS_ON_DEMAND=true"}}}));
   ZdsPod& a = (*cluster_).pod(1, 0);
   ZdsPod& b = (*cluster_).pod(2, 0);
   ZdsPod& b2 = (*cluster_).pod(2, 1);

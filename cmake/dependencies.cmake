@@ -23,7 +23,7 @@ set(MESHNODE_LAYERS
   "nodeapi:base"
   "proxy:base,telemetry,net,tls,h2,hbone,state"
   "inpod:base,telemetry,net,tls,h2,hbone,state,proxy,nodeapi"
-  "admin:base,telemetry,net,http,tls,state"
+  "admin:base,telemetry,net,http,tls,state,ca,xds"
   "app:base,telemetry,net,http,tls,h2,hbone,state,config,nodeapi,proxy,inpod,admin,xds,ca"
   "agent_core:base,telemetry,net,http,nodeapi,kube"
   "cni_core:base,nodeapi"

@@ -11,6 +11,9 @@
 # The script prints the responses and the evidence (metrics, access logs, rules), checks every fact,
 # exits 0 only if all hold, and always removes what it created.
 #
+# --control-plane: the proxies get no local config and no built-in CA: workloads, policy and
+# certificates come from meshnode-fake-istiod over xDS and the Istio CA protocol
+# (scripts/lib/demo_control_plane.sh); the same evidence is checked, plus the xDS and CA state.
 # Needs root (network namespaces); re-runs itself through sudo if needed.
 # MESHNODE_PROXY_BIN / MESHNODE_AGENT_BIN / MESHNODE_CNI_BIN=/path/to/binary skip building that
 # binary; the others are built with the release preset (build/release).
@@ -21,6 +24,8 @@ source "$repo/scripts/lib/common.sh"
 source "$repo/scripts/lib/cluster.sh"
 source "$repo/scripts/lib/cni.sh"
 ensure_root "${BASH_SOURCE[0]}" "$@"
+control_plane=0
+[[ ${1:-} == --control-plane ]] && control_plane=1
 
 t_start=$(date +%s.%N)
 say() { printf '\n== %s\n' "$*"; }
@@ -32,6 +37,10 @@ declare -a targets=()
 [[ -n $proxy_bin ]] || { targets+=(meshnode-proxy); proxy_bin="$repo/build/release/src/app/meshnode-proxy"; }
 [[ -n $agent_bin ]] || { targets+=(meshnode-agent); agent_bin="$repo/build/release/agent/meshnode-agent"; }
 [[ -n $cni_bin ]] || { targets+=(meshnode-cni); cni_bin="$repo/build/release/cni/meshnode-cni"; }
+if ((control_plane)); then
+  source "$repo/scripts/lib/demo_control_plane.sh"
+  [[ -n ${MESHNODE_FAKE_ISTIOD_BIN:-} ]] || targets+=(meshnode-fake-istiod)
+fi
 if ((${#targets[@]})); then
   say "building ${targets[*]} (release preset)"
   bash "$repo/scripts/install-deps.sh"
@@ -149,7 +158,9 @@ start_agent() { # node
 }
 start_proxy() { # node
   local n=$1
-  ip netns exec "${node_ns[$n]}" "$proxy_bin" --config "$config" --ca-dir "$work/ca" --log-level info \
+  local -a source_args=(--config "$config" --ca-dir "$work/ca") env_args=()
+  if ((control_plane)); then source_args=(); mapfile -t env_args < <(cp_proxy_env "$n"); fi
+  ip netns exec "${node_ns[$n]}" env "${env_args[@]}" "$proxy_bin" "${source_args[@]}" --log-level info \
     --inpod-uds "$work/node$n/zds.sock" --transparent-inbound 2>"$work/proxy-node$n.log" >&2 &
   proxy_pids[$n]=$!
   wait_pid_ready "${proxy_pids[$n]}" "meshnode-proxy on node$n" probe "$n" "http://${node_ip[$n]}:15021/healthz/ready"
@@ -157,6 +168,11 @@ start_proxy() { # node
 }
 # Sequential start: the first proxy creates the shared root CA in $work/ca, the second loads it.
 say "starting meshnode-agent and meshnode-proxy on each node (shared built-in CA in a temp dir)"
+if ((control_plane)); then
+  say "control plane: meshnode-fake-istiod (xDS + Istio CA over gRPC/TLS) on node1; the proxies get no local config"
+  cp_write_resources
+  cp_start
+fi
 for n in 1 2; do
   start_agent "$n"
   start_proxy "$n"
@@ -313,6 +329,8 @@ fact "node2 /debug/authz: decision deny, decidingPolicy default/deny-admin-port"
 # app's access log (python3 http.server: "<peer ip> - - [...] \"GET / HTTP/1.1\" 200 -") names it.
 fact "server pod's access log shows the client pod's IP $client_ip as the source of GET /" \
   awk -v ip="$client_ip" '$1 == ip && /"GET \/ HTTP\/1\.1" 200/ {f = 1} END {exit !f}' "$work/http-server-$app_port.log"
+
+if ((control_plane)); then cp_checks; fi
 
 say "evidence: node1 proxy /metrics (reporter=source)"
 show_series 1 'reporter="source"'

@@ -51,10 +51,26 @@ json policy_json(const state::Authorization& p) {
               {"rules", p.rules.size()}};
 }
 
+json xds_json(const xds::XdsStatus& x) {
+  json types = json::array();
+  for (const auto& t : x.types) {
+    types.push_back(json{{"typeUrl", t.type_url},
+                         {"received", t.received},
+                         {"resources", t.resources},
+                         {"versionInfo", t.system_version_info},
+                         {"lastNonce", t.last_nonce},
+                         {"lastAckNonce", t.last_ack_nonce},
+                         {"lastNackNonce", t.last_nack_nonce},
+                         {"lastNackError", t.last_nack_error}});
+  }
+  return json{{"address", x.address}, {"connected", x.connected}, {"ready", x.ready},
+              {"streams", x.streams}, {"lastError", x.last_error}, {"types", types}};
+}
+
 }  // namespace
 
 std::string config_dump_json(const state::StateSnapshot& snapshot, const std::vector<EnrolledPod>& pods,
-                             const std::vector<tls::CertInfo>& certificates) {
+                             const std::vector<ca::CertificateStatus>& certificates, const xds::XdsStatus* xds) {
   json out;
   out["workloads"] = json::array();
   for (const auto& [uid, w] : snapshot.workloads()) out["workloads"].push_back(workload_json(*w));
@@ -71,13 +87,20 @@ std::string config_dump_json(const state::StateSnapshot& snapshot, const std::ve
   }
   out["certificates"] = json::array();
   for (const auto& c : certificates) {
-    out["certificates"].push_back(json{
-        {"identity", c.identity},
-        {"state", c.state},
-        {"certChain", json::array({json{{"serialNumber", c.serial_hex},
-                                        {"validFrom", c.valid_from},
-                                        {"expirationTime", c.expiration_time}}})}});
+    json chain = json::array();
+    if (!c.serial_hex.empty()) {
+      chain.push_back(json{{"serialNumber", c.serial_hex}, {"validFrom", c.not_before}, {"expirationTime", c.not_after}});
+    }
+    out["certificates"].push_back(json{{"identity", c.identity},
+                                       {"state", c.state},
+                                       {"certChain", chain},
+                                       {"chainLength", c.chain_length},
+                                       {"roots", c.roots},
+                                       {"refreshAt", c.refresh_at},
+                                       {"failures", c.failures},
+                                       {"lastError", c.last_error}});
   }
+  out["xds"] = xds == nullptr ? json(nullptr) : xds_json(*xds);
   return out.dump(2) + "\n";
 }
 

@@ -7,7 +7,8 @@
 #include "http/http_message.hpp"
 
 #include "state/snapshot.hpp"
-#include "tls/cert_manager.hpp"
+#include "ca/certificate_manager.hpp"
+#include "xds/client.hpp"
 
 namespace meshnode::admin {
 
@@ -22,9 +23,12 @@ struct EnrolledPod {
 };
 
 /// The /config_dump JSON (research §5.2 shape, camelCase): workloads, services, policies,
-/// workloadState (enrolled pods), certificates (identity, serial, validity). Pretty-printed.
+/// workloadState (enrolled pods), certificates (identity, state, serial, validity, chain length,
+/// refresh time, failures), xds (null without XDS_ADDRESS; else connected, per-type versions and
+/// last ACK/NACK with its error). Pretty-printed.
 [[nodiscard]] std::string config_dump_json(const state::StateSnapshot& snapshot, const std::vector<EnrolledPod>& pods,
-                                           const std::vector<tls::CertInfo>& certificates);
+                                           const std::vector<ca::CertificateStatus>& certificates,
+                                           const xds::XdsStatus* xds = nullptr);
 
 }  // namespace meshnode::admin
 

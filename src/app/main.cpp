@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
       ->envname("LOCAL_XDS_PATH");
   cli.add_option("--ca-dir", o.ca_dir, "Built-in CA directory (root-cert.pem, root-key.pem; created if absent)")
       ->envname("MESHNODE_CA_DIR");
+  cli.add_option("--crl-path", o.crl_path, "PEM CRL file checked on both HBONE sides (reloaded on change)")
+      ->envname("CRL_PATH");
   cli.add_option("--inpod-uds", o.inpod_uds,
                  "Node agent ZDS socket (e.g. /var/run/ztunnel/ztunnel.sock): pods are enrolled over ZDS")
       ->envname("INPOD_UDS");

@@ -8,7 +8,8 @@ namespace meshnode::app {
 /// meshnode-proxy settings from flags and environment (names follow ztunnel where one exists).
 struct Options {
   std::string config_path;       ///< LOCAL_XDS_PATH / --config: local YAML config
-  std::string ca_dir;            ///< MESHNODE_CA_DIR / --ca-dir: built-in CA directory
+  std::string ca_dir;            ///< MESHNODE_CA_DIR / --ca-dir: built-in CA directory (when CA_ADDRESS is unset)
+  std::string crl_path;          ///< CRL_PATH / --crl-path: PEM CRLs checked on both HBONE sides, hot-reloaded
   std::vector<std::string> pods; ///< --pod <workload uid>=<netns path>, repeatable
   std::string inpod_uds;         ///< INPOD_UDS / --inpod-uds: ZDS socket of the node agent (shared mode)
   std::string proxy_mode;        ///< PROXY_MODE / --proxy-mode: shared (ZDS) | dedicated; default shared iff INPOD_UDS is set
@@ -30,6 +31,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;  ///< could not start (netns, CA, listener, port)
 inline constexpr int kExitConfig = 2;   ///< bad configuration (file, flag or env value)
 
+/// Control-plane settings come from the environment as the reference names them: XDS_ADDRESS,
+/// XDS_ROOT_CA, ALT_XDS_HOSTNAME, XDS_ON_DEMAND, CA_ADDRESS, CA_ROOT_CA, ALT_CA_HOSTNAME,
+/// SECRET_TTL, AUTH_TOKEN, CLUSTER_ID, XDS_HEADER_* / CA_HEADER_*, NODE_NAME, POD_NAME, ...
+/// (xds::XdsOptions::from_env, ca::IstioCaOptions::from_env).
 /// Runs the proxy until SIGTERM/SIGINT or /quitquitquit, then drains. Returns an exit code.
 int run_proxy(const Options& options);
 

@@ -1,4 +1,5 @@
 #include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
@@ -19,13 +20,18 @@
 #include "proxy/tcp_metrics.hpp"
 #include "app/options.hpp"
 #include "base/log.hpp"
+#include "ca/certificate_manager.hpp"
+#include "ca/istio_ca_client.hpp"
 #include "config/local_config.hpp"
 #include "inpod/workload_manager.hpp"
 #include "inpod/zds_client.hpp"
 #include "net/awaitable.hpp"
 #include "net/drain_scope.hpp"
 #include "net/socket_factory.hpp"
+#include "rpc/endpoint.hpp"
+#include "tls/crl.hpp"
 #include "tls/local_ca.hpp"
+#include "xds/client.hpp"
 
 namespace meshnode::app {
 namespace {
@@ -52,13 +58,65 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   return std::chrono::milliseconds(static_cast<long long>(ms));
 }
 
-Result<std::shared_ptr<const state::StateSnapshot>> load_state(const Options& o) {
-  if (o.config_path.empty()) return state::StateSnapshot::empty();
-  auto config = config::load_local_config(o.config_path);
-  if (!config) return std::unexpected(config.error());
-  return state::StateSnapshot::build(std::move(config->workloads), std::move(config->services),
-                                     std::move(config->policies));
+Result<config::LocalConfig> load_local(const Options& o) {
+  if (o.config_path.empty()) return config::LocalConfig{};
+  return config::load_local_config(o.config_path);
 }
+
+Result<std::shared_ptr<const state::StateSnapshot>> build_state(config::LocalConfig config) {
+  return state::StateSnapshot::build(std::move(config.workloads), std::move(config.services),
+                                     std::move(config.policies));
+}
+
+Result<std::shared_ptr<const state::StateSnapshot>> load_state(const Options& o) {
+  auto config = load_local(o);
+  if (!config) return std::unexpected(config.error());
+  return build_state(std::move(*config));
+}
+
+/// The control plane the proxy runs against (from the environment): istiod's xDS when XDS_ADDRESS
+/// is set (local config and xDS combine), istiod's CA when CA_ADDRESS is set, else the built-in CA.
+struct ControlPlane {
+  std::optional<xds::XdsOptions> xds;
+  config::LocalConfig local;  ///< passed to the xDS client (only used when `xds` is set)
+  std::unique_ptr<ca::CertificateSource> ca;
+  std::string ca_name;  ///< for the startup log: the CA address or the built-in CA directory
+  ca::ManagerOptions certs;
+  std::shared_ptr<tls::CrlStore> crl;  ///< CRL_PATH; null when unset
+};
+
+/// istio_xds_* metrics (research §5.1) over the proxy's registry.
+class RegistryXdsMetrics final : public xds::XdsMetrics {
+ public:
+  explicit RegistryXdsMetrics(telemetry::MetricsRegistry& registry) : registry_(registry) {}
+  void connection_terminated(std::string_view reason) override {
+    registry_
+        .counter("istio_xds_connection_terminations_total", "Total xDS connection terminations, by reason",
+                 {{"reason", std::string(reason)}})
+        .inc();
+  }
+  void message_received(std::string_view type_url, std::size_t bytes) override {
+    telemetry::Labels url{{"url", std::string(type_url)}};
+    registry_.counter("istio_xds_message_total", "Total xDS messages received, by type URL", url).inc();
+    registry_.counter("istio_xds_message_bytes_total", "Total bytes of xDS messages received, by type URL", url)
+        .inc(bytes);
+  }
+
+ private:
+  telemetry::MetricsRegistry& registry_;
+};
+
+/// XDS_ON_DEMAND lookups for the data path, answered by the xDS client.
+class XdsOnDemand final : public proxy::OnDemandLookup {
+ public:
+  explicit XdsOnDemand(xds::XdsClient& client) : client_(client) {}
+  void lookup(std::string key, std::chrono::steady_clock::time_point deadline, Done done) override {
+    client_.fetch_on_demand(std::move(key), deadline, std::move(done));
+  }
+
+ private:
+  xds::XdsClient& client_;
+};
 
 /// A pod enrolled from the command line (--pod <uid>=<netns path>).
 struct StaticPod {
@@ -83,14 +141,18 @@ Result<StaticPod> resolve_pod(const state::StateSnapshot& snapshot, const std::s
 
 class ProxyApp {
  public:
-  ProxyApp(const Options& o, std::shared_ptr<const state::StateSnapshot> snapshot, std::unique_ptr<tls::LocalCa> ca,
+  ProxyApp(const Options& o, std::shared_ptr<const state::StateSnapshot> snapshot, ControlPlane plane,
            std::chrono::milliseconds deadline)
       : options_(o),
         deadline_(deadline),
         data_tasks_("data path", &task_failures("data")),
         control_tasks_("control", &task_failures("control")),
         state_(std::move(snapshot)),
-        certs_(std::move(ca)),
+        certs_(std::make_unique<ca::CertificateManager>(std::move(plane.ca), plane.certs)),
+        xds_options_(std::move(plane.xds)),
+        local_(std::move(plane.local)),
+        crl_(std::move(plane.crl)),
+        xds_metrics_(registry_),
         tcp_metrics_(registry_),
         admin_(control_, "admin", &task_failures("http")),
         metrics_(control_, "metrics", &task_failures("http")),
@@ -102,6 +164,13 @@ class ProxyApp {
   int run(std::vector<StaticPod> pods);
 
  private:
+  /// Creates the xDS client (XDS_ADDRESS set): its snapshots feed the state store, re-check live
+  /// connections' policies and scope certificate prefetch; readiness waits for its first responses.
+  Result<void> start_xds();
+  /// A new snapshot from xDS (control thread).
+  void apply(const std::shared_ptr<const state::StateSnapshot>& snapshot);
+  /// CRL_PATH: re-reads the file when it changed (2 s, the reference's debounce).
+  asio::awaitable<void> watch_crl();
   Result<void> listen(http::HttpServer& server, const std::string& addr);
   /// Re-reads the local config; on success publishes the new snapshot and re-checks live inbound
   /// connections against its policies. A bad file keeps the previous state (logged, counted).
@@ -133,7 +202,13 @@ class ProxyApp {
   std::vector<std::unique_ptr<asio::io_context>> workers_;
   std::vector<std::thread> threads_;
   state::StateStore state_;
-  tls::CertManager certs_;
+  std::unique_ptr<ca::CertificateManager> certs_;
+  std::optional<xds::XdsOptions> xds_options_;
+  config::LocalConfig local_;
+  std::shared_ptr<tls::CrlStore> crl_;
+  RegistryXdsMetrics xds_metrics_;
+  std::unique_ptr<xds::XdsClient> xds_;
+  std::unique_ptr<XdsOnDemand> on_demand_;
   proxy::TcpMetrics tcp_metrics_;
   telemetry::Readiness readiness_;
   http::HttpServer admin_;
@@ -144,6 +219,7 @@ class ProxyApp {
   bool shutting_down_ = false;
   asio::signal_set hup_{control_, SIGHUP};
   asio::steady_timer config_tick_{control_};
+  asio::steady_timer crl_tick_{control_};
 };
 
 /// What identifies one version of the config file: an atomic rename changes the inode, an
@@ -224,7 +300,9 @@ std::string ProxyApp::dump() const {
   if (pods_) {
     for (const auto& p : pods_->dump()) pods.push_back({p.uid, p.who.name, p.who.ns, p.who.service_account, p.netns, p.state});
   }
-  return admin::config_dump_json(*state_.load(), pods, certs_.dump());
+  if (!xds_) return admin::config_dump_json(*state_.load(), pods, certs_->dump());
+  const auto xds = xds_->status();
+  return admin::config_dump_json(*state_.load(), pods, certs_->dump(), &xds);
 }
 
 asio::awaitable<void> ProxyApp::shutdown() {
@@ -232,7 +310,9 @@ asio::awaitable<void> ProxyApp::shutdown() {
   shutting_down_ = true;
   spdlog::info("shutdown: closing listeners, draining connections for up to {} ms", deadline_.count());
   if (zds_) zds_->stop();
+  if (xds_) xds_->stop();
   config_tick_.cancel();
+  crl_tick_.cancel();
   if (pods_) pods_->stop_accepting_all();
   // Woken by the last connection's end; the deadline bounds the wait (no polling).
   const auto drain_until = std::chrono::steady_clock::now() + deadline_;
@@ -271,9 +351,14 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
       return ok.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
     }
   }
+  if (auto ok = start_xds(); !ok) {
+    spdlog::error("xDS: {}", ok.error().message());
+    return ok.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
+  }
   start_workers();
-  proxy::ProxyInputs inputs{state_, certs_, tcp_metrics_, sockets_, data_tasks_, {}};
+  proxy::ProxyInputs inputs{state_, *certs_, tcp_metrics_, sockets_, data_tasks_, {}};
   inputs.options.transparent_inbound = options_.transparent_inbound;
+  inputs.on_demand = on_demand_.get();
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());
   pods_ = std::make_unique<inpod::WorkloadManager>(
@@ -297,10 +382,20 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
                kVersion, pods.size(), options_.inpod_uds.empty() ? "off" : options_.inpod_uds, workers_.size(),
                options_.metrics_addr, options_.readiness_addr);
 
-  if (!options_.config_path.empty()) {
+  if (xds_) {
+    // Snapshots published before the pods existed are already in the store; from here on each
+    // one re-checks the pods' live connections.
+    readiness_.add_pending("state manager");
+    xds_->start();
+    if (!options_.config_path.empty()) {
+      spdlog::warn("local config {} is combined with xDS as read at startup (not reloaded while XDS_ADDRESS is set)",
+                   options_.config_path);
+    }
+  } else if (!options_.config_path.empty()) {
     watch_sighup();
     control_tasks_.spawn(control_.get_executor(), watch_config(), "config watch");
   }
+  if (crl_) control_tasks_.spawn(control_.get_executor(), watch_crl(), "crl watch");
   asio::signal_set signals(control_, SIGTERM, SIGINT);
   signals.async_wait([this](const std::error_code& ec, int signo) {
     if (ec) return;
@@ -308,6 +403,7 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
     begin_shutdown();
   });
   control_.run();
+  if (xds_) xds_->stop();
   zds_.reset();
   pods_.reset();
   stop_workers();
@@ -315,6 +411,88 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
   workers_.clear();
   spdlog::info("meshnode-proxy stopped");
   return kExitOk;
+}
+
+Result<void> ProxyApp::start_xds() {
+  if (!xds_options_) return {};
+  xds::XdsCallbacks callbacks{
+      .post = [this](std::function<void()> fn) { asio::post(control_, std::move(fn)); },
+      .on_snapshot = [this](xds::SnapshotPtr snapshot) { apply(snapshot); },
+      .on_ready = [this] {
+        spdlog::info("xDS: first responses applied, state manager ready");
+        readiness_.remove_pending("state manager");
+      }};
+  const std::string address = xds_options_->endpoint.address;
+  const bool on_demand = xds_options_->on_demand;
+  auto client = xds::XdsClient::create(std::move(*xds_options_), std::move(local_), std::move(callbacks), &xds_metrics_);
+  if (!client) return std::unexpected(client.error());
+  xds_ = std::move(*client);
+  if (on_demand) on_demand_ = std::make_unique<XdsOnDemand>(*xds_);
+  state_.store(xds_->initial_snapshot());
+  spdlog::info("xDS: {} ({})", address, on_demand ? "on-demand" : "wildcard");
+  return {};
+}
+
+void ProxyApp::apply(const std::shared_ptr<const state::StateSnapshot>& snapshot) {
+  state_.store(snapshot);
+  if (pods_) pods_->recheck_policies(snapshot);
+  certs_->update_workloads(*snapshot);
+  SPDLOG_DEBUG("xDS snapshot: {} workloads, {} services, {} policies", snapshot->workloads().size(),
+               snapshot->services().size(), snapshot->policies().size());
+}
+
+asio::awaitable<void> ProxyApp::watch_crl() {
+  std::string last_error;
+  while (!shutting_down_) {
+    crl_tick_.expires_after(std::chrono::seconds(2));
+    co_await crl_tick_.async_wait(net::kNoThrow);
+    if (shutting_down_) break;
+    auto changed = crl_->reload_if_changed();
+    if (!changed) {
+      if (changed.error().message() != last_error) {
+        last_error = changed.error().message();
+        spdlog::warn("CRL {}: {} (keeping the previous CRLs)", crl_->path().string(), last_error);
+      }
+      continue;
+    }
+    last_error.clear();
+    if (*changed) spdlog::info("CRL {} reloaded: {} CRL(s)", crl_->path().string(), crl_->current()->size());
+  }
+}
+
+/// Reads the control-plane settings from the environment (XDS_*, CA_*, NODE_NAME, CRL_PATH).
+Result<ControlPlane> control_plane(const Options& o, config::LocalConfig local) {
+  const auto env = rpc::process_environment();
+  ControlPlane plane;
+  auto xds_opts = xds::XdsOptions::from_env(env);
+  if (!xds_opts) return std::unexpected(xds_opts.error());
+  plane.xds = std::move(*xds_opts);
+  plane.local = std::move(local);
+  if (auto it = env.find("NODE_NAME"); it != env.end()) plane.certs.node_name = it->second;
+  auto ca_opts = ca::IstioCaOptions::from_env(env);
+  if (!ca_opts) return std::unexpected(ca_opts.error());
+  if (*ca_opts) {
+    (*ca_opts)->shared_mode = o.proxy_mode == "shared";
+    plane.ca_name = (*ca_opts)->endpoint.address;
+    auto client = ca::IstioCaClient::create(std::move(**ca_opts));
+    if (!client) return std::unexpected(client.error());
+    plane.ca = std::move(*client);
+  } else {
+    std::string ca_dir = o.ca_dir.empty() ? "/var/lib/meshnode/ca" : o.ca_dir;
+    auto local_ca = tls::LocalCa::load_or_create(ca_dir);
+    if (!local_ca) return fail(Errc::kIo, "built-in CA: " + local_ca.error().message());
+    plane.ca_name = "built-in CA " + ca_dir;
+    plane.ca = std::make_unique<ca::ProviderSource>(std::move(*local_ca));
+  }
+  if (!o.crl_path.empty()) {
+    plane.crl = std::make_shared<tls::CrlStore>(o.crl_path);
+    // A missing or bad file at startup is not fatal: it is retried every 2 s (logged).
+    if (auto loaded = plane.crl->reload_if_changed(); !loaded) {
+      spdlog::warn("CRL {}: {}", o.crl_path, loaded.error().message());
+    }
+    tls::set_crl_store(plane.crl);
+  }
+  return plane;
 }
 
 }  // namespace
@@ -325,9 +503,14 @@ int run_proxy(const Options& o) {
     return kExitConfig;
   }
   auto deadline = parse_duration(o.termination_deadline);
-  auto snapshot = load_state(o);
-  if (!deadline || !snapshot) {
-    spdlog::error("configuration error: {}", (!deadline ? deadline.error() : snapshot.error()).message());
+  auto local = load_local(o);
+  if (!deadline || !local) {
+    spdlog::error("configuration error: {}", (!deadline ? deadline.error() : local.error()).message());
+    return kExitConfig;
+  }
+  auto snapshot = build_state(*local);
+  if (!snapshot) {
+    spdlog::error("configuration error: {}", snapshot.error().message());
     return kExitConfig;
   }
   std::vector<StaticPod> pods;
@@ -339,13 +522,13 @@ int run_proxy(const Options& o) {
     }
     pods.push_back(std::move(*pod));
   }
-  std::string ca_dir = o.ca_dir.empty() ? "/var/lib/meshnode/ca" : o.ca_dir;
-  auto ca = tls::LocalCa::load_or_create(ca_dir);
-  if (!ca) {
-    spdlog::error("built-in CA: {}", ca.error().message());
-    return kExitRuntime;
+  auto plane = control_plane(o, std::move(*local));
+  if (!plane) {
+    spdlog::error("{}", plane.error().message());
+    return plane.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
   }
-  ProxyApp app(o, std::move(*snapshot), std::move(*ca), *deadline);
+  spdlog::info("certificates from {}", plane->ca_name);
+  ProxyApp app(o, std::move(*snapshot), std::move(*plane), *deadline);
   return app.run(std::move(pods));
 }
 

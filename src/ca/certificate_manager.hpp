@@ -59,16 +59,14 @@ struct CertificateStatus {
 /// own thread. Every public method is thread-safe and non-blocking (get() is the data-path fast
 /// path: one mutex, no I/O). Callbacks run on the source's thread (or the scheduler's): callers post
 /// them to their own executor.
-class CertificateManager {
+class CertificateManager final : public tls::IdentitySource {
  public:
-  using Tls = std::shared_ptr<const tls::IdentityTls>;
-  using Done = std::function<void(Result<Tls>)>;
   using Clock = std::function<std::chrono::system_clock::time_point()>;
 
   explicit CertificateManager(std::unique_ptr<CertificateSource> source, ManagerOptions options = {},
                               Clock clock = {});
   /// Stops the scheduler, then the source (its in-flight completions still land here safely).
-  ~CertificateManager();
+  ~CertificateManager() override;
   CertificateManager(const CertificateManager&) = delete;
   CertificateManager& operator=(const CertificateManager&) = delete;
 
@@ -77,12 +75,14 @@ class CertificateManager {
   /// certificate for <id>: <last error>"), or "certificate for <id> expired at <t>" — connections
   /// then fail closed with that reason.
   [[nodiscard]] Result<Tls> get(const base::SpiffeId& id) const;
+  /// IdentitySource: get().
+  [[nodiscard]] Result<Tls> current(const base::SpiffeId& id) override { return get(id); }
 
   /// A connection needs `id`: `done` gets the certificate (at once when one is valid), or the
   /// error of the first request that fails while no valid certificate exists. While a failed
   /// identity waits out its retry backoff, `done` gets the last error at once (fail closed
   /// without adding load on a struggling CA).
-  void fetch(const base::SpiffeId& id, Done done);
+  void fetch(const base::SpiffeId& id, Done done) override;
 
   /// Requests `id` ahead of use (priority Warmup) unless it is already held or pending.
   void prefetch(const base::SpiffeId& id);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "hbone/identity.hpp"
 #include "net/awaitable.hpp"
 #include "net/deadline.hpp"
 #include "net/socket.hpp"
@@ -32,7 +33,7 @@ struct ClientPool::Pending {
   std::optional<base::Error> error;
 };
 
-ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
+ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::IdentitySource& certs,
                        net::SocketFactory& sockets, net::DrainScope& tasks, Options options)
     : ex_(std::move(ex)),
       netns_(std::move(netns)),
@@ -137,7 +138,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
 }
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {
-  auto identity = certs_.get(key.source);
+  auto identity = co_await acquire_identity(certs_, key.source, options_.connect_timeout);
   if (!identity) co_return std::unexpected(identity.error());
   auto dialable = sockets_.upstream(netns_.get(), key.destination.addr, options_.mark, nullptr);
   if (!dialable) co_return std::unexpected(dialable.error());

@@ -51,7 +51,7 @@ class ClientPool {
   /// @param netns   namespace the sockets are created in (the pod's); null = the caller's.
   /// @param sockets where sockets come from (net::InPodSockets in production); must outlive the pool.
   /// @param tasks   scope the connections' coroutines run in; must outlive the pool's sessions.
-  ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::CertManager& certs,
+  ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Netns> netns, tls::IdentitySource& certs,
              net::SocketFactory& sockets, net::DrainScope& tasks, Options options);
   ~ClientPool();
   ClientPool(const ClientPool&) = delete;
@@ -84,7 +84,7 @@ class ClientPool {
 
   asio::any_io_executor ex_;
   std::shared_ptr<const base::Netns> netns_;
-  tls::CertManager& certs_;
+  tls::IdentitySource& certs_;
   net::SocketFactory& sockets_;
   net::DrainScope& tasks_;
   Options options_;

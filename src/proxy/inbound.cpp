@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hbone/headers.hpp"
+#include "hbone/identity.hpp"
 #include "net/socket.hpp"
 #include "proxy/copy.hpp"
 #include "proxy/inbound_policy.hpp"
@@ -14,10 +15,12 @@ namespace meshnode::proxy {
 
 asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, std::shared_ptr<const void> owner) {
   auto peer = net::peer_addr(socket.native_handle());
-  auto identity = pod_.inputs.certs.get(pod_.pod->identity);
+  // A connection waits for the pod's certificate (first use, or renewal of an expired one) at most
+  // the handshake timeout; without a valid one it fails closed, the reason naming the identity.
+  auto identity = co_await hbone::acquire_identity(pod_.inputs.certs, pod_.pod->identity,
+                                                   pod_.inputs.options.handshake_timeout);
   if (!identity) {
-    spdlog::error("pod={} no certificate for {}: {}", pod_.pod->uid, pod_.pod->identity.to_string(),
-                  identity.error().message());
+    count_setup_failure(identity.error(), peer, id);
     co_return;
   }
   hbone::StreamHandler handler = [this, owner = std::move(owner)](std::shared_ptr<h2::Stream> stream,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,18 @@ struct PodInfo {
   std::shared_ptr<const state::Workload> workload;
 };
 
+/// XDS_ON_DEMAND: asks the control plane about an address the snapshot does not know (anchors §D.3).
+/// Implemented by the app over xds::XdsClient. Thread-safe.
+class OnDemandLookup {
+ public:
+  using Done = std::function<void(base::Result<std::shared_ptr<const state::StateSnapshot>>)>;
+  virtual ~OnDemandLookup() = default;
+  /// Subscribes to `key` ("<network>/<ip>"); `done` runs once, on any thread, with the snapshot
+  /// that holds the answer, or Errc::kNotFound (the control plane does not know it), kTimeout at
+  /// `deadline`, or another error naming the key.
+  virtual void lookup(std::string key, std::chrono::steady_clock::time_point deadline, Done done) = 0;
+};
+
 /// Timeouts and protocol settings of the data path.
 struct ProxyOptions {
   std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);    ///< upstream TCP
@@ -47,6 +60,8 @@ struct ProxyOptions {
   /// Inbound connections reach the app from the original client's IP (IP_TRANSPARENT + bind),
   /// as ztunnel does; needs the node agent's in-pod policy routing for the replies.
   bool transparent_inbound = false;
+  /// How long an outbound connection to an unknown address waits for an on-demand answer.
+  std::chrono::steady_clock::duration on_demand_timeout = std::chrono::seconds(5);
 };
 
 /// What every path of every pod takes from the process (the reference's ProxyInputs): the state,
@@ -55,11 +70,13 @@ struct ProxyOptions {
 /// pod worker.
 struct ProxyInputs {
   state::StateStore& state;
-  tls::CertManager& certs;
+  tls::IdentitySource& certs;  ///< ca::CertificateManager in the proxy
   TcpMetrics& metrics;
   net::SocketFactory& sockets;
   net::DrainScope& tasks;
   ProxyOptions options;
+  /// Set in on-demand mode (XDS_ON_DEMAND=true); null = a miss is passthrough at once.
+  OnDemandLookup* on_demand = nullptr;
 };
 
 /// The four listeners of a pod (DESIGN §1 ports).

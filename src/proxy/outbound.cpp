@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hbone/headers.hpp"
+#include "net/await_callback.hpp"
 #include "net/socket.hpp"
 #include "proxy/copy.hpp"
 #include "state/route.hpp"
@@ -84,6 +85,21 @@ asio::awaitable<void> Outbound::serve(asio::ip::tcp::socket socket, TraceId id) 
   co_await carry(t, downstream);
 }
 
+asio::awaitable<base::Result<std::shared_ptr<const state::StateSnapshot>>> Outbound::lookup_on_demand(std::string key) {
+  using Answer = base::Result<std::shared_ptr<const state::StateSnapshot>>;
+  const auto timeout = pod_.inputs.options.on_demand_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto* lookup = pod_.inputs.on_demand;
+  // The lookup itself answers kTimeout at the deadline; the extra second only guards against a
+  // lookup that never answers.
+  auto answer = co_await net::await_callback<Answer>(
+      timeout + std::chrono::seconds(1),
+      [&](std::function<void(Answer)> reply) { lookup->lookup(key, deadline, std::move(reply)); });
+  if (!answer) co_return base::fail(base::Errc::kTimeout, "xDS on-demand lookup of '" + key + "' never answered");
+  if (!*answer) SPDLOG_DEBUG("on-demand lookup of '{}': {}", key, answer->error().message());
+  co_return std::move(*answer);
+}
+
 asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::ClientAddr client,
                                                    base::OrigDstAddr target, TraceId id) {
   ConnectionRecord& rec = t.rec;
@@ -98,6 +114,19 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
   set_source(rec.labels, *source);
   rec.labels.source_principal = source->identity().to_string();
   auto route = state::select_route(*snapshot, *source, target, pod_.random());
+  // On-demand mode: an address no snapshot knows is asked for first; the connection waits for the
+  // answer (bounded) and is routed on the snapshot that holds it. "Unknown to the control plane"
+  // stays passthrough; no answer in time fails the connection with the lookup's reason.
+  std::shared_ptr<const state::StateSnapshot> answered;
+  if (route && route->kind == state::Route::Kind::kPassthrough && pod_.inputs.on_demand != nullptr) {
+    auto looked_up = co_await lookup_on_demand(source->network + "/" + target.ip().to_string());
+    if (looked_up) {
+      answered = std::move(*looked_up);
+      route = state::select_route(*answered, *source, target, pod_.random());
+    } else if (looked_up.error().code != base::Errc::kNotFound) {
+      co_return std::unexpected(std::move(looked_up.error()));
+    }
+  }
   if (!route) co_return std::unexpected(std::move(route.error()));
   describe_route(rec, *route);
   // Counted as opened once the route is decided, before dialling (as ztunnel does).

@@ -53,6 +53,10 @@ class Outbound {
   void refuse(OutboundTunnel& t, base::Error error);
 
  private:
+  /// Asks the control plane about `key` (on-demand mode): the snapshot that holds the answer, or
+  /// the lookup's error (kNotFound: unknown to the control plane; kTimeout: not answered in time).
+  asio::awaitable<base::Result<std::shared_ptr<const state::StateSnapshot>>> lookup_on_demand(std::string key);
+
   PodContext& pod_;
 };
 

@@ -30,6 +30,24 @@ struct IdentityTls {
   std::size_t chain_length = 1;                      ///< certificates presented: leaf + intermediates
 };
 
+/// Where the data path gets the TLS material of an identity: the seam between the HBONE client
+/// pool / inbound listener and whichever certificate manager the process runs (ca::CertificateManager
+/// over the built-in or the Istio CA; tls::CertManager in unit harnesses). Thread-safe.
+class IdentitySource {
+ public:
+  using Tls = std::shared_ptr<const IdentityTls>;
+  using Done = std::function<void(Result<Tls>)>;
+  virtual ~IdentitySource() = default;
+
+  /// Fast path, no I/O: the identity's certificate when one is valid now, else Errc::kCertificate
+  /// naming the identity (none yet, none could be issued, or expired).
+  [[nodiscard]] virtual Result<Tls> current(const base::SpiffeId& id) = 0;
+
+  /// A connection waits for `id`: `done` runs exactly once (inline, or on another thread) with a
+  /// valid certificate or the error (Errc::kCertificate naming the identity) — fail closed.
+  virtual void fetch(const base::SpiffeId& id, Done done) = 0;
+};
+
 /// One row of the `certificates` section of /config_dump (the reference proxy's field meanings).
 struct CertInfo {
   std::string identity;                ///< "spiffe://td/ns/ns/sa/sa"
@@ -49,7 +67,7 @@ struct CertInfo {
 /// fails while the current certificate is still valid, the current one keeps being served and a
 /// warning is logged. Thread-safe: one mutex guards the cache; `get` holds it while the provider
 /// issues, so with a slow (remote) provider call it from the control thread, not a data worker.
-class CertManager {
+class CertManager final : public IdentitySource {
  public:
   /// Clock seam for tests; must be callable from any thread.
   using Clock = std::function<std::chrono::system_clock::time_point()>;
@@ -63,6 +81,10 @@ class CertManager {
   ///          the provider returned a certificate for another identity; Errc::kTlsHandshake when a
   ///          context cannot be built. The same pointer is returned until the next rotation.
   [[nodiscard]] Result<std::shared_ptr<const IdentityTls>> get(const base::SpiffeId& id);
+
+  /// IdentitySource: `get`, synchronously (the provider issues inline).
+  [[nodiscard]] Result<Tls> current(const base::SpiffeId& id) override { return get(id); }
+  void fetch(const base::SpiffeId& id, Done done) override { done(get(id)); }
 
   /// Snapshot of the cache for /config_dump, ordered by identity. Thread-safe.
   [[nodiscard]] std::vector<CertInfo> dump() const;

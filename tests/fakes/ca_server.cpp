@@ -73,8 +73,9 @@ FakeCaServer::FakeCaServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 FakeCaServer::~FakeCaServer() = default;
 
 base::Result<std::unique_ptr<FakeCaServer>> FakeCaServer::start(std::shared_ptr<TestCa> ca,
-                                                                std::string server_name) {
+                                                                std::string server_name, std::string host, int port) {
   auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
+  impl->server.listen_on(std::move(host), port);
   if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeCaServer>(new FakeCaServer(std::move(impl)));
 }

@@ -29,7 +29,8 @@ struct RecordedCsr {
 class FakeCaServer {
  public:
   [[nodiscard]] static base::Result<std::unique_ptr<FakeCaServer>> start(
-      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc");
+      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc",
+      std::string host = "127.0.0.1", int port = 0);
   ~FakeCaServer();
 
   [[nodiscard]] std::string address() const;

@@ -25,13 +25,13 @@ base::Result<void> LoopbackServer::start() {
   }
   int wanted = port_;
   service_ = make_service_();
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(wanted), creds, &port_);
+  builder.AddListeningPort(host_ + ":" + std::to_string(wanted), creds, &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {
     port_ = wanted;
     return base::fail(base::Errc::kIo,
-                      "fake gRPC server cannot listen on 127.0.0.1:" + std::to_string(wanted));
+                      "fake gRPC server cannot listen on " + host_ + ":" + std::to_string(wanted));
   }
   return {};
 }
@@ -44,7 +44,7 @@ void LoopbackServer::stop() {
 }
 
 std::string LoopbackServer::address() const {
-  return std::string(ca_ ? "https://" : "http://") + "127.0.0.1:" + std::to_string(port_);
+  return std::string(ca_ ? "https://" : "http://") + host_ + ":" + std::to_string(port_);
 }
 
 std::multimap<std::string, std::string> client_metadata(const grpc::ServerContext& context) {

@@ -26,18 +26,24 @@ class LoopbackServer {
   /// stop().
   ~LoopbackServer();
 
+  /// Where start() listens: `host` (an IP) and `port` (0 = a free one, then kept). Before start().
+  void listen_on(std::string host, int port) {
+    host_ = std::move(host);
+    port_ = port;
+  }
   /// Listens: on a free port the first time, on the same port afterwards. Errc::kIo if it cannot.
   [[nodiscard]] base::Result<void> start();
   /// Shuts down at once: open calls end with UNAVAILABLE; waits for the handlers to return.
   void stop();
 
-  /// "https://127.0.0.1:<port>" (http:// when plaintext).
+  /// "https://<host>:<port>" (http:// when plaintext).
   [[nodiscard]] std::string address() const;
 
  private:
   std::shared_ptr<TestCa> ca_;
   std::string server_name_;
   ServiceFactory make_service_;
+  std::string host_ = "127.0.0.1";
   int port_ = 0;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -181,8 +181,9 @@ FakeXdsServer::FakeXdsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 FakeXdsServer::~FakeXdsServer() = default;
 
 Result<std::unique_ptr<FakeXdsServer>> FakeXdsServer::start(std::shared_ptr<TestCa> ca,
-                                                            std::string server_name) {
+                                                            std::string server_name, std::string host, int port) {
   auto impl = std::make_unique<Impl>(std::move(ca), std::move(server_name));
+  impl->server.listen_on(std::move(host), port);
   if (auto ok = impl->server.start(); !ok) return std::unexpected(ok.error());
   return std::unique_ptr<FakeXdsServer>(new FakeXdsServer(std::move(impl)));
 }

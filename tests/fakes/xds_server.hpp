@@ -41,7 +41,8 @@ class FakeXdsServer {
   /// Starts on 127.0.0.1 (a free port) with a TLS certificate for `server_name` from `ca`
   /// (plaintext when `ca` is null).
   [[nodiscard]] static base::Result<std::unique_ptr<FakeXdsServer>> start(
-      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc");
+      std::shared_ptr<TestCa> ca, std::string server_name = "istiod.istio-system.svc",
+      std::string host = "127.0.0.1", int port = 0);
   ~FakeXdsServer();
 
   /// "https://127.0.0.1:<port>" (or http:// when plaintext).

@@ -140,6 +140,16 @@ int Process::terminate(std::chrono::milliseconds grace) {
   return wait_for(std::chrono::seconds(5)).value_or(-1);
 }
 
+bool Process::write_stdin(std::string_view text) {
+  while (stdin_fd_ >= 0 && !text.empty()) {
+    ssize_t n = ::write(stdin_fd_, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return stdin_fd_ >= 0;
+}
+
 void Process::close_stdin() {
   if (stdin_fd_ >= 0) close(stdin_fd_);
   stdin_fd_ = -1;

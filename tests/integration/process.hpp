@@ -61,6 +61,8 @@ class Process {
   void signal(int sig);
   /// SIGTERM, wait up to `grace`, then SIGKILL. @returns the exit code (128 + signal).
   int terminate(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  /// Writes `text` to the stdin pipe (all of it; false if there is no pipe or it broke).
+  bool write_stdin(std::string_view text);
   /// Closes the write end of the stdin pipe (the child reads EOF).
   void close_stdin();
   /// Current content of the child's stdout / stderr file.

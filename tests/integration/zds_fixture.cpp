@@ -127,11 +127,12 @@ ZdsPod& ZdsCluster::pod(int node, int index) {
 std::string ZdsCluster::zds_path(int node) const { return workdir_ + "/zds-node" + std::to_string(node) + ".sock"; }
 
 Process ZdsCluster::start_proxy(int node, const std::string& label, ProxyPorts ports,
-                                const std::vector<std::string>& env) const {
+                                const std::vector<std::string>& env, bool local_config) const {
   std::vector<std::string> argv = {"ip", "netns", "exec", node_netns_.at(node), "env"};
   argv.insert(argv.end(), env.begin(), env.end());
-  argv.insert(argv.end(), {MESHNODE_PROXY_BIN, "--config", workdir_ + "/config.yaml", "--ca-dir", workdir_ + "/ca",
-                           "--inpod-uds", zds_path(node), "--log-level", "info", "--admin-addr",
+  argv.push_back(MESHNODE_PROXY_BIN);
+  if (local_config) argv.insert(argv.end(), {"--config", workdir_ + "/config.yaml", "--ca-dir", workdir_ + "/ca"});
+  argv.insert(argv.end(), {"--inpod-uds", zds_path(node), "--log-level", "info", "--admin-addr",
                            "127.0.0.1:" + std::to_string(ports.admin), "--metrics-addr",
                            "0.0.0.0:" + std::to_string(ports.metrics), "--readiness-addr",
                            "0.0.0.0:" + std::to_string(ports.readiness)});

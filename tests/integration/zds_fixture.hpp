@@ -50,9 +50,10 @@ class ZdsCluster {
   [[nodiscard]] std::string zds_path(int node) const;
 
   /// Starts meshnode-proxy in shared mode in `node`'s netns (log <workdir>/<label>.log). `env`
-  /// entries (NAME=value) are set for the proxy only. Does not wait.
+  /// entries (NAME=value) are set for the proxy only. Without `local_config` it gets neither the
+  /// node config nor the built-in CA directory (a control plane must provide both). Does not wait.
   Process start_proxy(int node, const std::string& label, ProxyPorts ports = {},
-                      const std::vector<std::string>& env = {}) const;
+                      const std::vector<std::string>& env = {}, bool local_config = true) const;
   /// HTTP status of GET /healthz/ready (0 if unreachable).
   [[nodiscard]] int readiness(int node, ProxyPorts ports = {}) const;
   /// GET /metrics ("" on failure).

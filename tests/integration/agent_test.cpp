@@ -24,6 +24,9 @@
 #include <sstream>
 #include <mutex>
 #include <random>
+#include <regex>
+#include <functional>
+#include <grp.h>
 #include <thread>
 
 #include "telemetry/metrics.hpp"
@@ -69,6 +72,10 @@ class TestNetns {
     return sh({"ip", "netns", "exec", name_, "nft", "list", "ruleset"});
   }
   [[nodiscard]] std::string ip_rules() const { return sh({"ip", "-n", name_, "rule", "show"}); }
+  // Gives the netns the address a pod's primary CNI would (on lo is enough for the agent's check).
+  [[nodiscard]] bool add_ip(const std::string& cidr) const {
+    return run_checked({"ip", "-n", name_, "addr", "add", cidr, "dev", "lo"}).has_value();
+  }
   [[nodiscard]] std::string iptables_save() const {
     return sh({"ip", "netns", "exec", name_, "iptables-save"}) + sh({"ip", "netns", "exec", name_, "ip6tables-save"});
   }
@@ -302,6 +309,8 @@ HttpResult post(const std::string& socket, const std::string& path, const std::s
   return HttpCall(socket, path, body).result();
 }
 
+constexpr const char* kPodCidr = "10.9.0.7/32";  // the address add_body() names
+
 class AgentEvents : public AgentIntegration {
  protected:
   void SetUp() override {
@@ -340,7 +349,7 @@ class AgentEvents : public AgentIntegration {
 
 TEST_F(AgentEvents, AddAnswersOnlyAfterTheProxyAckedAndPassesTheNetns) {
   TestNetns pod("pod");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   start_agent();
   FakeProxy proxy(options_.zds_socket, /*hold_add_acks=*/true);
   ASSERT_TRUE(proxy.connected());
@@ -374,7 +383,7 @@ TEST_F(AgentEvents, AddAnswersOnlyAfterTheProxyAckedAndPassesTheNetns) {
 
 TEST_F(AgentEvents, AddWithoutProxyFailsClosed) {
   TestNetns pod("noproxy");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   start_agent();
   const HttpResult result = post(options_.plugin_socket, "/cmdadd", add_body(pod));
   EXPECT_EQ(result.status, 500);
@@ -388,7 +397,7 @@ TEST_F(AgentEvents, AddWithoutProxyFailsClosed) {
 
 TEST_F(AgentEvents, NotEnrolledAndBadBodies) {
   TestNetns pod("other");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   start_agent();
   const HttpResult other = post(options_.plugin_socket, "/cmdadd", add_body(pod, "kube-system"));
   EXPECT_EQ(other.status, 200);
@@ -403,7 +412,7 @@ TEST_F(AgentEvents, NotEnrolledAndBadBodies) {
 
 TEST_F(AgentEvents, DelRemovesRulesAndTellsEveryProxy) {
   TestNetns pod("del");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   start_agent();
   FakeProxy old_proxy(options_.zds_socket);
   ASSERT_EQ(old_proxy.wait_for(1).size(), 1u);
@@ -429,7 +438,7 @@ TEST_F(AgentEvents, DelRemovesRulesAndTellsEveryProxy) {
 
 TEST_F(AgentEvents, RestartReplaysPodsWithoutTouchingTheirRules) {
   TestNetns pod("restart");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   start_agent();
   {
     FakeProxy proxy(options_.zds_socket);
@@ -460,22 +469,148 @@ TEST_F(AgentEvents, RestartReplaysPodsWithoutTouchingTheirRules) {
   EXPECT_NE(pod.nft().find("table inet meshnode"), std::string::npos);
 }
 
-TEST_F(AgentEvents, SnapshotKeepsPodsWhoseNetnsIsGone) {
+// Issue 11 defect 10: a pod whose DEL came while the agent was down is not announced to proxies.
+TEST_F(AgentEvents, RestoreDropsPodsWhoseNetnsIsGone) {
   start_agent();
   {
     TestNetns pod("gone");
-    ASSERT_TRUE(pod.ok());
+    ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
     FakeProxy proxy(options_.zds_socket);
     ASSERT_EQ(proxy.wait_for(1).size(), 1u);
     ASSERT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 200);
     agent_.reset();
   }  // netns deleted while the agent is down
   start_agent();
+  EXPECT_EQ(agent_->enrolled_pods(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(options_.run_dir) / "pods")) << "the record stays";
   FakeProxy proxy(options_.zds_socket);
-  auto got = proxy.wait_for(2);
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].kind, "keep");
-  EXPECT_EQ(got[1].kind, "snapshot_sent");
+  auto got = proxy.wait_for(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind, "snapshot_sent") << "a gone pod was announced as " << got[0].kind;
+  EXPECT_EQ(proxy.wait_for(2, 200ms).size(), 1u);
+}
+
+// ---- trust boundary of the plugin socket (issue 13) ----------------------------------------------
+
+// Nothing of the pod is programmed: no rules, no record, no proxy message beyond the snapshot.
+void expect_untouched(const TestNetns& pod, const std::string& run_dir, FakeProxy& proxy) {
+  EXPECT_EQ(pod.nft(), "");
+  EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(run_dir) / "pods"));
+  EXPECT_EQ(proxy.wait_for(2, 100ms).size(), 1u) << "the proxy was told about a refused pod";
+}
+
+TEST_F(AgentEvents, AddNamingANetnsWithoutThePodIpIsRefused) {
+  TestNetns pod("noip");
+  ASSERT_TRUE(pod.ok());  // no 10.9.0.7 in it
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+  const HttpResult result = post(options_.plugin_socket, "/cmdadd", add_body(pod));
+  EXPECT_EQ(result.status, 403);
+  EXPECT_NE(result.body.find("does not hold the pod's IP 10.9.0.7"), std::string::npos) << result.body;
+  expect_untouched(pod, options_.run_dir, proxy);
+  EXPECT_EQ(agent_->enrolled_pods(), 0u);
+  EXPECT_NE(metrics_.render().find("meshnode_agent_plugin_events_refused_total{event=\"cmdadd\"} 1"), std::string::npos);
+}
+
+TEST_F(AgentEvents, AddNamingTheAgentsNetnsOrAFileIsRefused) {
+  TestNetns pod("own");
+  ASSERT_TRUE(pod.ok());
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+  const std::string own = std::regex_replace(add_body(pod), std::regex("/var/run/netns/[^\"]+"), "/proc/self/ns/net");
+  const HttpResult self = post(options_.plugin_socket, "/cmdadd", own);
+  EXPECT_EQ(self.status, 403);
+  EXPECT_NE(self.body.find("the agent's own network namespace"), std::string::npos) << self.body;
+  EXPECT_EQ(sh({"nft", "list", "table", "inet", "meshnode"}).find("chain"), std::string::npos) << "rules in our netns";
+  const std::string file = (dir_ / "not-a-netns").string();
+  std::ofstream(file) << "x";
+  const std::string body = std::regex_replace(add_body(pod), std::regex("/var/run/netns/[^\"]+"), file);
+  const HttpResult regular = post(options_.plugin_socket, "/cmdadd", body);
+  EXPECT_EQ(regular.status, 403);
+  EXPECT_NE(regular.body.find("is not a namespace file"), std::string::npos) << regular.body;
+  const std::string uts = std::regex_replace(add_body(pod), std::regex("/var/run/netns/[^\"]+"), "/proc/self/ns/uts");
+  const HttpResult other_type = post(options_.plugin_socket, "/cmdadd", uts);
+  EXPECT_EQ(other_type.status, 403);
+  EXPECT_NE(other_type.body.find("not a network namespace"), std::string::npos) << other_type.body;
+  expect_untouched(pod, options_.run_dir, proxy);
+}
+
+TEST_F(AgentEvents, AddMovingAnEnrolledPodToAnotherNetnsIsRefused) {
+  TestNetns pod("first");
+  TestNetns thief("second");
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr) && thief.ok() && thief.add_ip(kPodCidr));
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+  ASSERT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 200);
+  ASSERT_EQ(proxy.wait_for(2).size(), 2u);
+  // Same uid, another netns.
+  const std::string moved = std::regex_replace(add_body(pod), std::regex("\"Netns\":\"[^\"]+"),
+                                               "\"Netns\":\"" + thief.path());
+  const HttpResult result = post(options_.plugin_socket, "/cmdadd", moved);
+  EXPECT_EQ(result.status, 403);
+  EXPECT_NE(result.body.find("already enrolled in netns " + pod.path()), std::string::npos) << result.body;
+  EXPECT_EQ(thief.nft(), "");
+  EXPECT_EQ(proxy.wait_for(3, 100ms).size(), 2u) << "the proxy was told to move the pod";
+  EXPECT_NE(pod.nft().find("table inet meshnode"), std::string::npos) << "the enrolled pod lost its rules";
+  EXPECT_EQ(post(options_.plugin_socket, "/cmdcheck", add_body(pod)).status, 200);
+}
+
+// Runs `fn` in a child process as uid/gid 65534; returns its exit code.
+int as_nobody(const std::function<int()>& fn) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(90);
+    ::_exit(fn());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+TEST_F(AgentEvents, NonRootPosterIsRefused) {
+  TestNetns pod("nobody");
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
+  start_agent();
+  FakeProxy proxy(options_.zds_socket);
+  ASSERT_EQ(proxy.wait_for(1).size(), 1u);
+  struct stat st {};
+  ASSERT_EQ(::stat(options_.plugin_socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat(std::filesystem::path(options_.plugin_socket).parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const std::string body = add_body(pod);
+  // The modes alone stop it: the directory cannot even be searched.
+  EXPECT_EQ(as_nobody([&] { return post(options_.plugin_socket, "/cmdadd", body).status == 0 ? 0 : 1; }), 0);
+  // With the modes opened up (an operator's mistake), SO_PEERCRED still refuses it.
+  ASSERT_EQ(::chmod(std::filesystem::path(options_.plugin_socket).parent_path().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(options_.plugin_socket.c_str(), 0666), 0);
+  EXPECT_EQ(as_nobody([&] {
+              const HttpResult r = post(options_.plugin_socket, "/cmdadd", body);
+              return r.status == 403 && r.body.find("only uid 0") != std::string::npos ? 0 : 1;
+            }),
+            0);
+  EXPECT_EQ(as_nobody([&] { return post(options_.plugin_socket, "/cmddel", body).status == 403 ? 0 : 1; }), 0);
+  expect_untouched(pod, options_.run_dir, proxy);
+  EXPECT_NE(metrics_.render().find("meshnode_agent_plugin_connections_refused_total{reason=\"peer_uid\"} 2"),
+            std::string::npos) << metrics_.render();
+  // Root is still served, promptly, while four idle connections sit on the socket (issue text: 19.8 s).
+  std::vector<base::UniqueFd> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.emplace_back(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, options_.plugin_socket.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::connect(idle.back().get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  const auto start = Clock::now();
+  const HttpResult added = post(options_.plugin_socket, "/cmdadd", body);
+  EXPECT_EQ(added.status, 200) << added.body;
+  EXPECT_LT(Clock::now() - start, 1s);
 }
 
 TEST_F(AgentEvents, DeadProxyIsDetected) {
@@ -543,7 +678,7 @@ TEST_F(AgentEvents, BinaryServesHealthMetricsAndStopsOnSigterm) {
   EXPECT_TRUE(ready.starts_with("HTTP/1.1 200 ")) << ready;
   EXPECT_TRUE(http_get(health_port, "/healthz").starts_with("HTTP/1.1 200 "));
   TestNetns pod("bin");
-  ASSERT_TRUE(pod.ok());
+  ASSERT_TRUE(pod.ok() && pod.add_ip(kPodCidr));
   EXPECT_EQ(post(options_.plugin_socket, "/cmdadd", add_body(pod)).status, 500);
   const std::string metrics = http_get(metrics_port, "/metrics");
   EXPECT_NE(metrics.find("istio_cni_plugin_requests_total{event=\"cmdadd\",response_code=\"500\"} 1"),

@@ -44,7 +44,9 @@ Agent::Agent(AgentOptions options, telemetry::MetricsRegistry& metrics, PodStore
       enrolled_gauge_(metrics.gauge("meshnode_agent_enrolled_pods", "Pods enrolled by this node agent.")),
       agent_netns_(std::move(agent_netns)),
       store_(std::move(store)),
-      redirector_(make_redirector(options_.backend, options_.redirect)) {}
+      redirector_(make_redirector(options_.backend, options_.redirect)) {
+  if (options_.host_probe_snat) host_rules_ = make_host_probe_rules(options_.backend, options_.redirect);
+}
 
 Agent::~Agent() { stop(); }
 
@@ -55,6 +57,10 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options, telemetry::Met
   if (!own_netns) return std::unexpected(own_netns.error());
   std::unique_ptr<Agent> agent(new Agent(std::move(options), metrics, std::move(*store), std::move(*own_netns)));
   agent->restore_pods();
+  if (agent->host_rules_) {
+    agent->sync_host_rules();
+    agent->host_thread_ = std::thread([raw = agent.get()] { raw->run_host_reconcile(); });
+  }
   if (agent->options_.kube) {
     auto watch = KubeWatch::start(*agent->options_.kube, metrics);
     if (!watch) return std::unexpected(watch.error());
@@ -92,6 +98,49 @@ void Agent::stop() {
   if (events_) events_->stop();
   if (kube_) kube_->stop();
   if (zds_) zds_->stop();
+  {
+    std::lock_guard lock(host_mutex_);
+    host_stop_ = true;
+    host_cv_.notify_all();
+  }
+  if (host_thread_.joinable()) host_thread_.join();
+}
+
+std::vector<base::IpAddr> Agent::enrolled_ips() const {
+  std::lock_guard lock(mutex_);
+  std::vector<base::IpAddr> ips;
+  for (const auto& [uid, pod] : pods_) {
+    for (const std::string& text : pod.record.ips) {
+      if (auto ip = base::IpAddr::parse(text)) ips.push_back(*ip);
+    }
+  }
+  return ips;
+}
+
+void Agent::sync_host_rules() {
+  if (!host_rules_) return;
+  const auto ips = enrolled_ips();
+  std::lock_guard lock(host_mutex_);
+  if (auto synced = host_rules_->sync(ips); !synced) {
+    spdlog::error("host probe rules: {} (kubelet probes to enrolled pods may be refused)", synced.error().message());
+  }
+}
+
+// An outside tool (a firewall reload, `nft flush ruleset`) may remove the host rules at any time;
+// they are checked every interval and put back without touching the pods.
+void Agent::run_host_reconcile() {
+  std::unique_lock lock(host_mutex_);
+  while (!host_cv_.wait_for(lock, options_.host_rules_interval, [&] { return host_stop_; })) {
+    lock.unlock();
+    const auto ips = enrolled_ips();
+    lock.lock();
+    if (host_stop_) return;
+    if (auto intact = host_rules_->check(ips); !intact) {
+      spdlog::warn("host probe rules: {}; putting them back", intact.error().message());
+      metrics_.counter("meshnode_agent_host_rules_restored_total", "Times the host probe SNAT rules were found missing and re-applied.").inc();
+      if (auto synced = host_rules_->sync(ips); !synced) spdlog::error("host probe rules: {}", synced.error().message());
+    }
+  }
 }
 
 bool Agent::reconciled() const { return kube_ == nullptr || kube_->idle(); }
@@ -172,6 +221,7 @@ base::Result<void> Agent::enroll(const PodRecord& record, std::shared_ptr<const 
     }
   }
   spdlog::info("pod enrolled uid={} pod={}/{} netns={}", record.uid, record.namespace_, record.name, record.netns);
+  sync_host_rules();
   if (kube_) kube_->set_redirection(record.namespace_, record.name, true);
   return {};
 }
@@ -235,6 +285,7 @@ bool Agent::release(const std::string& uid, std::string_view why) {
   }
   if (auto erased = store_.erase(uid); !erased) spdlog::warn("run dir: {}", erased.error().message());
   if (!pod) return false;
+  sync_host_rules();
   spdlog::info("pod released uid={} pod={}/{} why=\"{}\"", uid, pod->record.namespace_, pod->record.name, why);
   if (kube_) kube_->set_redirection(pod->record.namespace_, pod->record.name, false);
   return true;
@@ -248,6 +299,10 @@ std::size_t Agent::release_all_pods() {
   }
   std::lock_guard lock(ops_mutex_);
   for (const std::string& uid : uids) (void)release(uid, "uninstall");
+  if (host_rules_) {
+    std::lock_guard host(host_mutex_);
+    if (auto removed = host_rules_->remove(); !removed) spdlog::warn("host probe rules: {}", removed.error().message());
+  }
   spdlog::info("uninstall: released {} pods (rules removed, proxies told, records erased)", uids.size());
   return uids.size();
 }

@@ -39,6 +39,7 @@ struct Flags {
   std::string kube_context;
   std::string kube_encoding = "protobuf";
   std::string node_name;
+  int host_rules_seconds = 10;
 };
 
 // Istio's install-cni environment names (research §3.2), so a chart's values map across.
@@ -94,6 +95,13 @@ void add_flags(CLI::App& cli, Flags& f) {
                                             "excludeNamespaces); none = enroll nothing");
   cli.add_option("--probe-snat-ip", f.options.redirect.probe_snat_v4, "kubelet probe SNAT IPv4")->capture_default_str();
   cli.add_option("--probe-snat-ipv6", f.options.redirect.probe_snat_v6, "kubelet probe SNAT IPv6")->capture_default_str();
+  f.options.host_probe_snat = true;
+  cli.add_option("--host-probe-snat", f.options.host_probe_snat,
+                 "SNAT the node's own TCP to enrolled pods (kubelet probes) to --probe-snat-ip")
+      ->capture_default_str();
+  cli.add_option("--host-rules-interval", f.host_rules_seconds, "seconds between checks that the host probe rules are intact")
+      ->check(CLI::Range(1, 300))
+      ->capture_default_str();
   cli.add_option("--listen-host", f.listen_host, "address of the health and metrics ports")->capture_default_str();
   cli.add_option("--health-port", f.health_port, "/healthz and /readyz")->capture_default_str();
   cli.add_option("--monitoring-port", f.metrics_port, "Prometheus /metrics")->envname("MONITORING_PORT")->capture_default_str();
@@ -151,6 +159,7 @@ int run(Flags& flags) {
     return 2;
   }
   flags.options.backend = *meshnode::agent::parse_backend(flags.redirect);
+  flags.options.host_rules_interval = std::chrono::seconds(flags.host_rules_seconds);
   if (!flags.policy_file.empty()) {
     auto policy = meshnode::agent::load_policy(flags.policy_file);
     if (!policy) {

@@ -32,6 +32,7 @@
 #include "telemetry/metrics.hpp"
 #include "agent/agent.hpp"
 #include "agent/exec.hpp"
+#include "agent/host_rules.hpp"
 #include "agent/redirect.hpp"
 #include "integration/process.hpp"
 #include "integration/test_util.hpp"
@@ -122,6 +123,48 @@ TEST_F(AgentIntegration, IptablesFailureHalfWayRollsBack) {
   ASSERT_FALSE(make_redirector(RedirectBackend::kIptables, broken)->apply(pod.open()));
   EXPECT_EQ(pod.iptables_save().find("MESHNODE"), std::string::npos) << pod.iptables_save();
   EXPECT_EQ(pod.ip_rules().find("fwmark"), std::string::npos);
+}
+
+// Both host-rule backends in a scratch netns standing in for the node: sync, check, an outside
+// flush found by check, removal.
+TEST_F(AgentIntegration, HostProbeRulesBothBackends) {
+  for (RedirectBackend backend : {RedirectBackend::kNftables, RedirectBackend::kIptables}) {
+    TestNetns node(backend == RedirectBackend::kNftables ? "hostnft" : "hostipt");
+    ASSERT_TRUE(node.ok());
+    auto rules = make_host_probe_rules(backend, RedirectConfig{});
+    const std::vector<base::IpAddr> ips = {*base::IpAddr::parse("10.9.0.7"), *base::IpAddr::parse("fd00::7")};
+    const base::Netns netns = node.open();
+    auto in_node = [&](auto fn) { return run_in_netns(netns, fn); };
+    ASSERT_TRUE(in_node([&] { return rules->sync(ips); }));
+    EXPECT_TRUE(in_node([&] { return rules->check(ips); }));
+    ASSERT_TRUE(in_node([&] { return rules->sync(ips); })) << "sync twice";
+    if (backend == RedirectBackend::kNftables) {
+      const std::string listed = node.nft();
+      EXPECT_NE(listed.find("elements = { 10.9.0.7 }"), std::string::npos) << listed;
+      EXPECT_NE(listed.find("snat ip to 169.254.7.127"), std::string::npos) << listed;
+      ASSERT_TRUE(run_checked({"ip", "netns", "exec", node.name(), "nft", "flush", "ruleset"}));
+    } else {
+      const std::string saved = node.iptables_save();
+      EXPECT_NE(saved.find("-A MESHNODE_HOST_POSTRT -d 10.9.0.7/32 -p tcp -m owner --socket-exists -j SNAT "
+                           "--to-source 169.254.7.127"), std::string::npos) << saved;
+      std::size_t jumps = 0;  // iptables_save() holds both families: one jump each
+      for (auto at = saved.find("-A POSTROUTING -j MESHNODE_HOST_POSTRT"); at != std::string::npos;
+           at = saved.find("-A POSTROUTING -j MESHNODE_HOST_POSTRT", at + 1)) {
+        ++jumps;
+      }
+      EXPECT_EQ(jumps, 2u) << saved;
+      EXPECT_NE(saved.find("-A MESHNODE_HOST_POSTRT -d fd00::7/128"), std::string::npos) << saved;
+      ASSERT_TRUE(run_checked({"ip", "netns", "exec", node.name(), "iptables", "-t", "nat", "-F", "POSTROUTING"}));
+    }
+    auto missing = in_node([&] { return rules->check(ips); });
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, base::Errc::kNotFound);
+    ASSERT_TRUE(in_node([&] { return rules->sync({}); }));
+    EXPECT_FALSE(in_node([&] { return rules->check(ips); })) << "IPs no longer enrolled are still SNATed";
+    ASSERT_TRUE(in_node([&] { return rules->remove(); }));
+    EXPECT_EQ(node.nft().find("meshnode-host"), std::string::npos);
+    EXPECT_EQ(node.iptables_save().find("MESHNODE_HOST"), std::string::npos) << node.iptables_save();
+  }
 }
 
 TEST_F(AgentEvents, AddAnswersOnlyAfterTheProxyAckedAndPassesTheNetns) {
@@ -521,6 +564,17 @@ class AgentWithProxy : public AgentEvents {
     ASSERT_TRUE(agent) << agent.error().message();
     agents_[n] = std::move(*agent);
   }
+  // The agent inside node n's netns, as meshnode-agent runs there: its threads are created from a
+  // thread that entered the netns, so its host rules land in the node's netns.
+  void start_node_agent_in_node(int n, AgentOptions o) {
+    agents_.erase(n);
+    auto node = base::Netns::open("/var/run/netns/" + node_netns(n));
+    ASSERT_TRUE(node) << node.error().message();
+    base::Result<std::unique_ptr<Agent>> agent = std::unexpected(base::Error{});
+    std::thread([&] { (void)node->run_in([&] { agent = Agent::start(o, registries_[n]); }); }).join();
+    ASSERT_TRUE(agent) << agent.error().message();
+    agents_[n] = std::move(*agent);
+  }
   void start_proxy(int n) {
     const std::string label = (dir_ / ("proxy" + std::to_string(n))).string();
     proxies_[n] = integration::Process::spawn(
@@ -592,6 +646,49 @@ TEST_F(AgentWithProxy, EnrolledPodsTalkOverHboneAcrossAgentRestartAndDel) {
   EXPECT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") == std::string::npos; }))
       << listeners(2);
   EXPECT_EQ(sh({"ip", "netns", "exec", pod_netns(2), "nft", "list", "ruleset"}), "");
+}
+
+// Kubelet probes come from the node itself: under a policy refusing plaintext they still reach the
+// app, because the node SNATs them to 169.254.7.127, which the pod's rules let through uncaptured;
+// the agent puts the host rules back when a firewall reload removed them.
+TEST_F(AgentWithProxy, ProbeFromTheNodeReachesAPodUnderDenyPlaintextAlsoAfterTheHostRulesAreFlushed) {
+  std::string yaml = integration::read_file((dir_ / "config.yaml").string());
+  yaml.replace(yaml.find("policies: []\n"), std::string("policies: []\n").size(),
+               "policies:\n- name: require-mtls\n  namespace: shop\n  scope: Namespace\n  action: Deny\n"
+               "  dryRun: false\n  rules: [[[{notPrincipals: [{Presence: []}]}]]]\n");
+  std::ofstream(dir_ / "config.yaml") << yaml;
+  AgentOptions o = node_options(2);
+  o.host_probe_snat = true;
+  o.host_rules_interval = 1s;
+  start_node_agent_in_node(2, o);
+  start_proxy(2);
+  ASSERT_TRUE(integration::eventually(10s, [&] { return agents_[2]->proxy_connections() == 1; }));
+  const HttpResult added = post(o.plugin_socket, "/cmdadd", add_event(2));
+  ASSERT_EQ(added.status, 200) << added.body;
+  app_ = integration::Process::spawn(
+      {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
+       "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+       "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
+       " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
+      {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
+  ASSERT_TRUE(app_->wait_for_line("ready", 10s));
+  auto probe = [&] {
+    auto out = run_program({"ip", "netns", "exec", node_netns(2), "socat", "-T3", "-", "TCP:" + pod_ip(2) + ":8080"}, {}, 10s);
+    return out ? out->out : "";
+  };
+  EXPECT_EQ(probe(), "peer=169.254.7.127\n") << sh({"ip", "netns", "exec", node_netns(2), "nft", "list", "ruleset"});
+  // Control: plaintext that is not SNATed is captured and refused by the policy (pod 1 → pod 2).
+  EXPECT_EQ(call_app(), "") << "plaintext reached the app: the policy would not stop an unSNATed probe";
+
+  ASSERT_TRUE(run_checked({"ip", "netns", "exec", node_netns(2), "nft", "delete", "table", "inet", "meshnode-host"}));
+  const auto flushed = Clock::now();
+  EXPECT_TRUE(integration::eventually(30s, [&] { return probe() == "peer=169.254.7.127\n"; }));
+  EXPECT_LT(Clock::now() - flushed, 30s);
+  EXPECT_NE(sh({"ip", "netns", "exec", node_netns(2), "nft", "list", "table", "inet", "meshnode-host"}).find(pod_ip(2)),
+            std::string::npos);
+  EXPECT_NE(registries_[2].render().find("meshnode_agent_host_rules_restored_total 1"), std::string::npos);
+  // Nothing landed in the test runner's own netns.
+  EXPECT_EQ(sh({"nft", "list", "table", "inet", "meshnode-host"}).find("chain"), std::string::npos);
 }
 
 #endif  // MESHNODE_PROXY_BIN

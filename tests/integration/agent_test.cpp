@@ -480,7 +480,9 @@ TEST_F(AgentEvents, BinaryServesHealthMetricsAndStopsOnSigterm) {
   const std::vector<std::string> argv = {
       MESHNODE_AGENT_BIN, "--plugin-socket", options_.plugin_socket, "--zds-socket", options_.zds_socket,
       "--run-dir", options_.run_dir, "--policy", policy, "--listen-host", "127.0.0.1",
-      "--health-port", std::to_string(health_port), "--monitoring-port", std::to_string(metrics_port)};
+      "--health-port", std::to_string(health_port), "--monitoring-port", std::to_string(metrics_port),
+      // It runs in the test runner's netns: no host rules there.
+      "--host-probe-snat=false"};
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::vector<char*> args;

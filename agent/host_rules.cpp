@@ -26,11 +26,6 @@ std::string elements(const std::vector<IpAddr>& ips, bool v4) {
   return out;
 }
 
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
 class NftHostRules final : public HostProbeRules {
  public:
   explicit NftHostRules(RedirectConfig config) : config_(std::move(config)) {}

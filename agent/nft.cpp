@@ -23,4 +23,9 @@ base::Result<NftRun> nft_run(const std::string& commands) {
   return run;
 }
 
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 }  // namespace meshnode::agent

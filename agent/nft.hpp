@@ -19,4 +19,7 @@ struct NftRun {
 /// context cannot be made. Blocking.
 [[nodiscard]] base::Result<NftRun> nft_run(const std::string& commands);
 
+/// `text` without trailing newlines and spaces (nft's error text ends with them). Pure.
+[[nodiscard]] std::string trimmed(std::string text);
+
 }  // namespace meshnode::agent

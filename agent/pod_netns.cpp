@@ -1,56 +1,25 @@
 // Is this netns really the pod's? (issue 13: a netns path from a request is only a claim.)
 #include "agent/pod_netns.hpp"
 
-#include <ifaddrs.h>
 #include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
-#include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <array>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <set>
+
+#include "net/socket.hpp"
 
 namespace meshnode::agent {
 
 using base::Errc;
 using base::fail;
 using base::IpAddr;
-
-base::Result<std::vector<IpAddr>> netns_addresses(const base::Netns& netns) {
-  std::vector<IpAddr> addresses;
-  int error = 0;
-  auto entered = netns.run_in([&] {
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) {
-      error = errno;
-      return;
-    }
-    for (const ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
-      if (it->ifa_addr == nullptr) continue;
-      if (it->ifa_addr->sa_family == AF_INET) {
-        std::array<std::uint8_t, 4> b{};
-        std::memcpy(b.data(), &reinterpret_cast<const sockaddr_in*>(it->ifa_addr)->sin_addr, 4);
-        addresses.push_back(IpAddr::v4(b));
-      } else if (it->ifa_addr->sa_family == AF_INET6) {
-        std::array<std::uint8_t, 16> b{};
-        std::memcpy(b.data(), &reinterpret_cast<const sockaddr_in6*>(it->ifa_addr)->sin6_addr, 16);
-        addresses.push_back(IpAddr::v6(b));
-      }
-    }
-    ::freeifaddrs(list);
-  });
-  if (!entered) return std::unexpected(entered.error());
-  if (error != 0) return base::fail_errno("getifaddrs in netns " + netns.description(), error);
-  return addresses;
-}
 
 base::Result<void> verify_pod_netns(const base::Netns& netns, const base::Netns& agent_netns,
                                     const std::vector<IpAddr>& pod_ips) {
@@ -66,7 +35,7 @@ base::Result<void> verify_pod_netns(const base::Netns& netns, const base::Netns&
     return fail(Errc::kPolicyDenied, "netns " + netns.description() + " is the agent's own network namespace");
   }
   if (pod_ips.empty()) return fail(Errc::kPolicyDenied, "the pod has no IP to verify its netns " + netns.description() + " by");
-  auto held = netns_addresses(netns);
+  auto held = net::interface_addresses(netns);
   if (!held) return std::unexpected(held.error());
   for (const IpAddr& ip : pod_ips) {
     if (std::ranges::find(*held, ip) == held->end()) {
@@ -96,7 +65,7 @@ base::Result<std::string> find_pod_netns(const std::string& proc_root, const bas
     if (::stat(path.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
     auto netns = base::Netns::open(path);
     if (!netns) continue;  // the process exited meanwhile
-    auto held = netns_addresses(*netns);
+    auto held = net::interface_addresses(*netns);
     if (!held) continue;
     if (std::ranges::all_of(pod_ips, [&](const IpAddr& ip) { return std::ranges::find(*held, ip) != held->end(); })) {
       return path;

@@ -9,11 +9,6 @@
 
 namespace meshnode::agent {
 
-/// The addresses configured on the interfaces of `netns` (getifaddrs(3) inside it), both families.
-/// Errc::kIo when the netns cannot be entered or listed. Blocking; any thread (switches the
-/// calling thread's netns for the duration and back).
-[[nodiscard]] base::Result<std::vector<base::IpAddr>> netns_addresses(const base::Netns& netns);
-
 /// The checks a netns must pass before anything is programmed in it for a pod (issue 13 trust
 /// boundary): it is a network namespace file (fstatfs NSFS magic, so not a regular file, a
 /// directory or some other namespace type), it is not `agent_netns` (the agent's own), and it

@@ -15,11 +15,6 @@ using base::Errc;
 using base::fail;
 using base::Result;
 
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
 class NftRedirector final : public Redirector {
  public:
   explicit NftRedirector(RedirectConfig config) : config_(std::move(config)) {}

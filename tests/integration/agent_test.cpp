@@ -590,6 +590,16 @@ class AgentWithProxy : public AgentEvents {
            std::to_string(n) + R"(","IPs":[{"Interface":0,"Address":{"IP":")" + pod_ip(n) +
            R"(","Mask":"////AA=="},"Gateway":null}]})";
   }
+  // The app in pod 2: answers every connection with the peer address it sees, then closes.
+  bool start_app() {
+    app_ = integration::Process::spawn(
+        {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
+         "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+         "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
+         " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
+        {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
+    return app_->wait_for_line("ready", 10s);
+  }
   std::string listeners(int n) { return sh({"ip", "netns", "exec", pod_netns(n), "ss", "-ltnH"}); }
   // One connection from pod 1 to the app in pod 2; the app answers with the peer address it sees.
   std::string call_app() {
@@ -622,13 +632,7 @@ TEST_F(AgentWithProxy, EnrolledPodsTalkOverHboneAcrossAgentRestartAndDel) {
     ASSERT_EQ(added.status, 200) << added.body;
     EXPECT_NE(listeners(n).find(":15008"), std::string::npos) << listeners(n);
   }
-  app_ = integration::Process::spawn(
-      {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
-       "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-       "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
-       " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
-      {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
-  ASSERT_TRUE(app_->wait_for_line("ready", 10s));
+  ASSERT_TRUE(start_app());
   EXPECT_TRUE(call_app().starts_with("peer=")) << integration::read_file((dir_ / "proxy1.log").string());
   const std::string metrics = proxy_metrics(2);
   EXPECT_NE(metrics.find("source_principal=\"spiffe://cluster.local/ns/shop/sa/sa1\""), std::string::npos) << metrics;
@@ -667,13 +671,7 @@ TEST_F(AgentWithProxy, ProbeFromTheNodeReachesAPodUnderDenyPlaintextAlsoAfterThe
   ASSERT_TRUE(integration::eventually(10s, [&] { return agents_[2]->proxy_connections() == 1; }));
   const HttpResult added = post(o.plugin_socket, "/cmdadd", add_event(2));
   ASSERT_EQ(added.status, 200) << added.body;
-  app_ = integration::Process::spawn(
-      {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
-       "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-       "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
-       " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
-      {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
-  ASSERT_TRUE(app_->wait_for_line("ready", 10s));
+  ASSERT_TRUE(start_app());
   auto probe = [&] {
     auto out = run_program({"ip", "netns", "exec", node_netns(2), "socat", "-T3", "-", "TCP:" + pod_ip(2) + ":8080"}, {}, 10s);
     return out ? out->out : "";

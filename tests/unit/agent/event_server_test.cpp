@@ -21,13 +21,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Sends `raw` (optionally half-closing), returns everything the server wrote before closing.
-std::string round_trip(const std::string& path, const std::string& raw, bool half_close = false) {
+// A connected AF_UNIX stream socket; invalid when connect failed.
+base::UniqueFd connect_to(const std::string& path) {
   base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "connect failed";
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fd.reset();
+  return fd;
+}
+
+// Sends `raw` (optionally half-closing), returns everything the server wrote before closing.
+std::string round_trip(const std::string& path, const std::string& raw, bool half_close = false) {
+  base::UniqueFd fd = connect_to(path);
+  if (!fd) return "connect failed";
   (void)!::send(fd.get(), raw.data(), raw.size(), MSG_NOSIGNAL);
   if (half_close) ::shutdown(fd.get(), SHUT_WR);
   std::string out;
@@ -121,11 +128,8 @@ TEST_F(EventServerTest, IdleClientsDoNotDelayARequest) {
   SetUp();
   std::vector<base::UniqueFd> idle;
   for (int i = 0; i < 8; ++i) {
-    base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
-    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    base::UniqueFd fd = connect_to(path_);
+    ASSERT_TRUE(fd);
     if (i % 2 == 1) (void)!::send(fd.get(), "POST /cmdadd HTTP/1.1\r\n", 24, MSG_NOSIGNAL);  // slow: never finishes
     idle.push_back(std::move(fd));
   }
@@ -139,11 +143,8 @@ TEST_F(EventServerTest, IdleClientsDoNotDelayARequest) {
 TEST_F(EventServerTest, TooManyOpenConnectionsAreRefusedAtOnce) {
   std::vector<base::UniqueFd> idle;
   for (int i = 0; i < 40; ++i) {
-    base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
-    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    base::UniqueFd fd = connect_to(path_);
+    ASSERT_TRUE(fd);
     idle.push_back(std::move(fd));
   }
   const std::string reply = round_trip(path_, post("/cmdadd", "{}"));

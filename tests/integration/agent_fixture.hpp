@@ -14,6 +14,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -22,6 +25,8 @@
 
 #include "agent/agent.hpp"
 #include "agent/exec.hpp"
+#include "integration/process.hpp"
+#include "integration/test_util.hpp"
 #include "base/unique_fd.hpp"
 #include "nodeapi/zds.hpp"
 #include "telemetry/metrics.hpp"
@@ -256,6 +261,111 @@ class AgentEvents : public AgentIntegration {
   telemetry::MetricsRegistry metrics_;
   std::unique_ptr<Agent> agent_;
 };
+
+#ifdef MESHNODE_PROXY_BIN
+// Two simulated nodes (scripts/cluster.sh without its own nft rules), one pod each, one
+// meshnode-proxy per node as a ZDS client of an in-process Agent per node.
+class AgentWithProxy : public AgentEvents {
+ protected:
+  void SetUp() override {
+    AgentEvents::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    prefix_ = "mn-" + random_hex6();
+    auto up = run_program({"env", "MESHNODE_NO_REDIRECT=1", "bash", std::string(MESHNODE_SOURCE_DIR) + "/scripts/cluster.sh",
+                           "up", "--prefix", prefix_, "--nodes", "2", "--pods", "1", "--workdir", dir_.string()},
+                          {}, 90s);
+    ASSERT_TRUE(up && up->exit_code == 0) << (up ? up->err : up.error().message());
+    cluster_up_ = true;
+    env_ = integration::parse_env(integration::read_file((dir_ / "cluster.env").string()));
+    std::ofstream config(dir_ / "config.yaml");
+    config << "workloads:\n";
+    for (int n = 1; n <= 2; ++n) {
+      config << "- uid: uid-n" << n << "\n  name: pod" << n << "\n  namespace: shop\n  serviceAccount: sa" << n
+             << "\n  workloadIps: [\"" << pod_ip(n) << "\"]\n  protocol: HBONE\n  node: node" << n << "\n";
+    }
+    config << "services: []\npolicies: []\n";
+  }
+  void TearDown() override {
+    proxies_.clear();
+    app_.reset();
+    agents_.clear();
+    if (cluster_up_) {
+      (void)run_program({"bash", std::string(MESHNODE_SOURCE_DIR) + "/scripts/cluster.sh", "down", "--prefix", prefix_},
+                        {}, 60s);
+    }
+    AgentEvents::TearDown();
+  }
+  std::string pod_netns(int n) { return env_["MN_POD_" + std::to_string(n) + "_0_NETNS"]; }
+  std::string pod_ip(int n) { return env_["MN_POD_" + std::to_string(n) + "_0_IP"]; }
+  std::string node_netns(int n) { return env_["MN_NODE" + std::to_string(n) + "_NETNS"]; }
+  AgentOptions node_options(int n) {
+    AgentOptions o = options_;
+    o.plugin_socket = (dir_ / ("ev" + std::to_string(n) + ".sock")).string();
+    o.zds_socket = (dir_ / ("zds" + std::to_string(n) + ".sock")).string();
+    o.run_dir = (dir_ / ("run" + std::to_string(n))).string();
+    return o;
+  }
+  void start_node_agent(int n) {
+    agents_.erase(n);
+    auto agent = Agent::start(node_options(n), registries_[n]);
+    ASSERT_TRUE(agent) << agent.error().message();
+    agents_[n] = std::move(*agent);
+  }
+  // The agent inside node n's netns, as meshnode-agent runs there: its threads are created from a
+  // thread that entered the netns, so its host rules land in the node's netns.
+  void start_node_agent_in_node(int n, AgentOptions o) {
+    agents_.erase(n);
+    auto node = base::Netns::open("/var/run/netns/" + node_netns(n));
+    ASSERT_TRUE(node) << node.error().message();
+    base::Result<std::unique_ptr<Agent>> agent = std::unexpected(base::Error{});
+    std::thread([&] { (void)node->run_in([&] { agent = Agent::start(o, registries_[n]); }); }).join();
+    ASSERT_TRUE(agent) << agent.error().message();
+    agents_[n] = std::move(*agent);
+  }
+  void start_proxy(int n) {
+    const std::string label = (dir_ / ("proxy" + std::to_string(n))).string();
+    proxies_[n] = integration::Process::spawn(
+        {"ip", "netns", "exec", node_netns(n), MESHNODE_PROXY_BIN, "--config", (dir_ / "config.yaml").string(),
+         "--ca-dir", (dir_ / "ca").string(), "--inpod-uds", node_options(n).zds_socket, "--log-level", "info"},
+        {.stdout_path = label + ".out", .stderr_path = label + ".log"});
+  }
+  std::string add_event(int n) {
+    return R"({"Netns":"/var/run/netns/)" + pod_netns(n) + R"(","PodName":"pod)" + std::to_string(n) +
+           R"(","PodNamespace":"shop","PodUID":"uid-n)" + std::to_string(n) + R"(","PodServiceAccount":"sa)" +
+           std::to_string(n) + R"(","IPs":[{"Interface":0,"Address":{"IP":")" + pod_ip(n) +
+           R"(","Mask":"////AA=="},"Gateway":null}]})";
+  }
+  // The app in pod 2: answers every connection with the peer address it sees, then closes.
+  bool start_app() {
+    app_ = integration::Process::spawn(
+        {"ip", "netns", "exec", pod_netns(2), "python3", "-c",
+         "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+         "s.bind(('0.0.0.0',8080))\ns.listen()\nprint('ready',flush=True)\nwhile True:\n"
+         " c,a=s.accept()\n c.sendall(('peer=%s\\n'%a[0]).encode())\n c.close()\n"},
+        {.stdout_path = (dir_ / "app.out").string(), .stderr_path = (dir_ / "app.err").string()});
+    return app_->wait_for_line("ready", 10s);
+  }
+  std::string listeners(int n) { return sh({"ip", "netns", "exec", pod_netns(n), "ss", "-ltnH"}); }
+  // One connection from pod 1 to the app in pod 2; the app answers with the peer address it sees.
+  std::string call_app() {
+    auto out = run_program({"ip", "netns", "exec", pod_netns(1), "socat", "-T3", "-", "TCP:" + pod_ip(2) + ":8080"},
+                           {}, 10s);
+    return out ? out->out : "";
+  }
+  std::string proxy_metrics(int n) {
+    return sh({"ip", "netns", "exec", node_netns(n), "curl", "-s", "http://127.0.0.1:15020/metrics"});
+  }
+
+  std::string prefix_;
+  bool cluster_up_ = false;
+  std::map<std::string, std::string> env_;
+  std::map<int, telemetry::MetricsRegistry> registries_;
+  std::map<int, std::unique_ptr<Agent>> agents_;
+  std::map<int, integration::Process> proxies_;
+  std::optional<integration::Process> app_;
+};
+
+#endif  // MESHNODE_PROXY_BIN
 
 }  // namespace
 }  // namespace meshnode::agent

@@ -256,5 +256,95 @@ TEST_F(KubeAgent, RestartWithRunningPodsReconcilesWithoutTouchingTheirRules) {
   }
 }
 
+#ifdef MESHNODE_PROXY_BIN
+
+// The real proxies and a two-node cluster, with both agents (in-process) driven by the API: a
+// namespace label moves a running pod pair's traffic from plaintext to mutual TLS, and removing it
+// moves it back, without restarting anything.
+class KubeAgentWithProxy : public AgentWithProxy {
+ protected:
+  void SetUp() override {
+    AgentWithProxy::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    api_ = fakes::FakeKubeApi::start({.dir = dir_.string()});
+    auto cluster = kube::kubeconfig_config(api_->write_kubeconfig());
+    ASSERT_TRUE(cluster) << cluster.error().message();
+    cluster_ = *cluster;
+    api_->create_namespace("shop");
+    for (int n = 1; n <= 2; ++n) {
+      const std::string name = "pod" + std::to_string(n);
+      api_->create_pod("shop", name, "node" + std::to_string(n), {{"spec", {{"serviceAccountName", "sa" + std::to_string(n)}}}});
+      api_->patch_pod_status("shop", name, {{"status", {{"phase", "Running"}, {"podIPs", {{{"ip", pod_ip(n)}}}}}}});
+      // The pod's own process, by which the agent finds its netns.
+      sandboxes_.push_back(integration::Process::spawn(
+          {"ip", "netns", "exec", pod_netns(n), "sleep", "600"},
+          {.stdout_path = (dir_ / (name + ".out")).string(), .stderr_path = (dir_ / (name + ".err")).string()}));
+    }
+  }
+  void TearDown() override {
+    agents_.clear();
+    sandboxes_.clear();
+    api_.reset();
+    AgentWithProxy::TearDown();
+  }
+  void start_kube_agent(int n) {
+    AgentOptions o = node_options(n);
+    KubeOptions kube;
+    kube.cluster = cluster_;
+    kube.node_name = "node" + std::to_string(n);
+    kube.sync_timeout = 10s;
+    o.kube = kube;
+    auto agent = Agent::start(o, registries_[n]);
+    ASSERT_TRUE(agent) << agent.error().message();
+    agents_[n] = std::move(*agent);
+  }
+  double mtls_at_node2() {
+    return integration::metric_sum(proxy_metrics(2), "istio_tcp_connections_opened_total",
+                                   {"reporter=\"destination\"", "connection_security_policy=\"mutual_tls\""});
+  }
+  bool enrolled_everywhere(std::size_t count) {
+    return integration::eventually(10s, [&] {
+      return agents_[1]->enrolled_pods() == count && agents_[2]->enrolled_pods() == count && agents_[1]->reconciled() &&
+             agents_[2]->reconciled();
+    });
+  }
+
+  std::unique_ptr<fakes::FakeKubeApi> api_;
+  kube::ClusterConfig cluster_;
+  std::vector<integration::Process> sandboxes_;
+};
+
+TEST_F(KubeAgentWithProxy, NamespaceLabelMovesRunningTrafficFromPlainToMtlsAndBack) {
+  for (int n = 1; n <= 2; ++n) {
+    start_kube_agent(n);
+    start_proxy(n);
+  }
+  for (int n = 1; n <= 2; ++n) {
+    ASSERT_TRUE(integration::eventually(10s, [&] { return agents_[n]->proxy_connections() == 1; }))
+        << integration::read_file((dir_ / ("proxy" + std::to_string(n) + ".log")).string());
+  }
+  ASSERT_TRUE(start_app());
+  ASSERT_TRUE(enrolled_everywhere(0));
+  EXPECT_EQ(call_app(), "peer=" + pod_ip(1) + "\n") << "plaintext before any label";
+  EXPECT_EQ(mtls_at_node2(), 0);
+
+  api_->patch_namespace("shop", {{"metadata", {{"labels", {{"istio.io/dataplane-mode", "ambient"}}}}}});
+  ASSERT_TRUE(enrolled_everywhere(1));
+  ASSERT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") != std::string::npos; }));
+  EXPECT_TRUE(call_app().starts_with("peer=")) << integration::read_file((dir_ / "proxy1.log").string());
+  EXPECT_TRUE(integration::eventually(5s, [&] { return mtls_at_node2() == 1; })) << proxy_metrics(2);
+  EXPECT_NE(proxy_metrics(2).find("source_principal=\"spiffe://cluster.local/ns/shop/sa/sa1\""), std::string::npos)
+      << "the identity is the API's service account";
+
+  api_->patch_namespace("shop", {{"metadata", {{"labels", {{"istio.io/dataplane-mode", nullptr}}}}}});
+  ASSERT_TRUE(enrolled_everywhere(0));
+  EXPECT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") == std::string::npos; }));
+  EXPECT_EQ(sh({"ip", "netns", "exec", pod_netns(1), "nft", "list", "ruleset"}), "");
+  EXPECT_EQ(call_app(), "peer=" + pod_ip(1) + "\n") << "plaintext again after the label is gone";
+  EXPECT_EQ(mtls_at_node2(), 1) << "a connection after release went through the mesh";
+}
+
+#endif  // MESHNODE_PROXY_BIN
+
 }  // namespace
 }  // namespace meshnode::agent

@@ -33,6 +33,13 @@ struct Flags {
   std::vector<std::string> exclude_namespaces;  // added to the policy's (which default to kube-system)
   bool chained = true;
   bool cleanup_on_stop = false;
+  // Kubernetes (issue 13): on with --kubeconfig, or in a cluster (KUBERNETES_SERVICE_HOST) unless
+  // --policy asks for the YAML mode.
+  std::string kubeconfig;
+  std::string kube_context;
+  std::string kube_encoding = "protobuf";
+  std::string node_name;
+  int host_rules_seconds = 10;
 };
 
 // Istio's install-cni environment names (research §3.2), so a chart's values map across.
@@ -88,11 +95,54 @@ void add_flags(CLI::App& cli, Flags& f) {
                                             "excludeNamespaces); none = enroll nothing");
   cli.add_option("--probe-snat-ip", f.options.redirect.probe_snat_v4, "kubelet probe SNAT IPv4")->capture_default_str();
   cli.add_option("--probe-snat-ipv6", f.options.redirect.probe_snat_v6, "kubelet probe SNAT IPv6")->capture_default_str();
+  f.options.host_probe_snat = true;
+  cli.add_option("--host-probe-snat", f.options.host_probe_snat,
+                 "SNAT the node's own TCP to enrolled pods (kubelet probes) to --probe-snat-ip")
+      ->capture_default_str();
+  cli.add_option("--host-rules-interval", f.host_rules_seconds, "seconds between checks that the host probe rules are intact")
+      ->check(CLI::Range(1, 300))
+      ->capture_default_str();
   cli.add_option("--listen-host", f.listen_host, "address of the health and metrics ports")->capture_default_str();
   cli.add_option("--health-port", f.health_port, "/healthz and /readyz")->capture_default_str();
   cli.add_option("--monitoring-port", f.metrics_port, "Prometheus /metrics")->envname("MONITORING_PORT")->capture_default_str();
   cli.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|off")->envname("LOG_LEVEL")->capture_default_str();
+  cli.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig file of the API server (default in a cluster: the pod's service account)");
+  cli.add_option("--kube-context", f.kube_context, "kubeconfig context (default: current-context)");
+  cli.add_option("--kube-encoding", f.kube_encoding, "list/watch encoding")
+      ->check(CLI::IsMember({"protobuf", "json"}))
+      ->capture_default_str();
+  cli.add_option("--node-name", f.node_name, "this node's name: pods are watched with spec.nodeName=<it>")
+      ->envname("NODE_NAME");
   add_install_flags(cli, f);
+}
+
+// The Kubernetes options, or nullopt for the YAML mode; exits with a message on a bad config.
+meshnode::base::Result<std::optional<meshnode::agent::KubeOptions>> kube_options(const Flags& f) {
+  const bool in_cluster = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr;
+  if (!f.kubeconfig.empty() && !f.policy_file.empty()) {
+    return meshnode::base::fail(meshnode::base::Errc::kConfig, "--policy and --kubeconfig exclude each other: "
+                                                               "the YAML policy is the mode without Kubernetes");
+  }
+  if (f.kubeconfig.empty() && (!in_cluster || !f.policy_file.empty())) return std::nullopt;
+  auto cluster = f.kubeconfig.empty()
+                     ? meshnode::kube::in_cluster_config(meshnode::kube::InClusterSource::from_environment())
+                     : meshnode::kube::kubeconfig_config(f.kubeconfig, f.kube_context);
+  if (!cluster) return std::unexpected(cluster.error());
+  meshnode::agent::KubeOptions o;
+  o.cluster = std::move(*cluster);
+  o.node_name = f.node_name;
+  if (o.node_name.empty()) {
+    return meshnode::base::fail(meshnode::base::Errc::kConfig, "NODE_NAME (--node-name) is required with Kubernetes");
+  }
+  o.encoding = f.kube_encoding == "json" ? meshnode::kube::Encoding::kJson : meshnode::kube::Encoding::kProtobuf;
+  for (const auto& ns : f.exclude_namespaces) {
+    if (std::ranges::find(o.enrollment.exclude_namespaces, ns) == o.enrollment.exclude_namespaces.end()) {
+      o.enrollment.exclude_namespaces.push_back(ns);
+    }
+  }
+  o.proc_root = f.options.netns_root + "/proc";
+  return o;
 }
 
 // Starts the install step when a conf dir is configured; nullptr otherwise.
@@ -109,6 +159,7 @@ int run(Flags& flags) {
     return 2;
   }
   flags.options.backend = *meshnode::agent::parse_backend(flags.redirect);
+  flags.options.host_rules_interval = std::chrono::seconds(flags.host_rules_seconds);
   if (!flags.policy_file.empty()) {
     auto policy = meshnode::agent::load_policy(flags.policy_file);
     if (!policy) {
@@ -122,6 +173,12 @@ int run(Flags& flags) {
                   "after the primary CNI");
     return 2;
   }
+  auto kube = kube_options(flags);
+  if (!kube) {
+    spdlog::error("meshnode-agent: {}", kube.error().message());
+    return 2;
+  }
+  flags.options.kube = std::move(*kube);
   auto& excluded = flags.options.policy.exclude_namespaces;
   for (const auto& ns : flags.exclude_namespaces) {
     if (std::ranges::find(excluded, ns) == excluded.end()) excluded.push_back(ns);
@@ -154,9 +211,12 @@ int run(Flags& flags) {
     return 1;
   }
   std::thread io_thread([&io] { io.run(); });
-  spdlog::info("meshnode-agent: ready redirect={} plugin_socket={} zds_socket={} run_dir={} cni_install=\"{}\"",
+  spdlog::info("meshnode-agent: ready redirect={} plugin_socket={} zds_socket={} run_dir={} cni_install=\"{}\" "
+               "enrollment={}",
                flags.redirect, flags.options.plugin_socket, flags.options.zds_socket, flags.options.run_dir,
-               *installer ? (*installer)->status() : "off");
+               *installer ? (*installer)->status() : "off",
+               flags.options.kube ? "kubernetes " + flags.options.kube->cluster.source + " node " + flags.options.kube->node_name
+                                  : (flags.policy_file.empty() ? std::string("none") : "policy " + flags.policy_file));
   int signal = 0;
   sigwait(&stop_signals, &signal);
   if (flags.cleanup_on_stop) {

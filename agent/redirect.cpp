@@ -2,13 +2,11 @@
 // iptables-restore / ip6tables-restore child processes; both add the same policy routing.
 #include "agent/redirect.hpp"
 
-#include <nftables/libnftables.h>
-
 #include <memory>
 
 #include "agent/exec.hpp"
+#include "agent/nft.hpp"
 #include "agent/policy_routing.hpp"
-#include "base/deleter.hpp"
 
 namespace meshnode::agent {
 namespace {
@@ -16,34 +14,6 @@ namespace {
 using base::Errc;
 using base::fail;
 using base::Result;
-
-using NftCtxPtr = std::unique_ptr<nft_ctx, base::Deleter<&nft_ctx_free>>;
-
-struct NftRun {
-  int rc = 0;
-  std::string out;
-  std::string err;
-};
-
-// One nft_ctx per netns, created *inside* it: libnftables binds its netlink socket to the netns
-// current at nft_ctx_new() (env-probe §4). Call only from inside Netns::run_in.
-Result<NftRun> nft_run(const std::string& commands) {
-  NftCtxPtr ctx(nft_ctx_new(NFT_CTX_DEFAULT));
-  if (!ctx) return fail(Errc::kInternal, "nft_ctx_new failed");
-  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0) {
-    return fail(Errc::kInternal, "nft_ctx_buffer_output/error failed");
-  }
-  NftRun run;
-  run.rc = nft_run_cmd_from_buffer(ctx.get(), commands.c_str());
-  if (const char* out = nft_ctx_get_output_buffer(ctx.get())) run.out = out;
-  if (const char* err = nft_ctx_get_error_buffer(ctx.get())) run.err = err;
-  return run;
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
 
 class NftRedirector final : public Redirector {
  public:

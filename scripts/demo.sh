@@ -7,7 +7,11 @@
 # the proxies carry it over HBONE (mutual TLS with SPIFFE identities) and node 2's proxy connects to
 # the server from the client pod's own IP. It also curls a plain-TCP (non-mesh-protocol) pod on node
 # 2, and a second port of the server pod that an authorization policy (default/deny-admin-port)
-# denies. Finally one pod is deleted through the chain's DEL and its rules and listeners go away.
+# denies. The agents take enrollment and pod identities from a Kubernetes API (the fake API server
+# of tests/fakes, driven with kubectl): namespace default is labelled istio.io/dataplane-mode=ambient,
+# and a fifth pod that opted out (label none) is enrolled live by `kubectl label`, its traffic going
+# from plaintext to mutual TLS. Finally one pod is deleted through the chain's DEL and its rules
+# and listeners go away.
 # The script prints the responses and the evidence (metrics, access logs, rules), checks every fact,
 # exits 0 only if all hold, and always removes what it created.
 #
@@ -23,6 +27,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$repo/scripts/lib/common.sh"
 source "$repo/scripts/lib/cluster.sh"
 source "$repo/scripts/lib/cni.sh"
+source "$repo/scripts/lib/demo_kube.sh"
 ensure_root "${BASH_SOURCE[0]}" "$@"
 control_plane=0
 [[ ${1:-} == --control-plane ]] && control_plane=1
@@ -62,7 +67,7 @@ teardown() {
   local rc=$?
   trap - EXIT INT TERM
   local pid
-  for pid in "${server_pids[@]}" "${proxy_pids[@]}" "${agent_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${server_pids[@]}" "${proxy_pids[@]}" "${agent_pids[@]}" ${kube_pid:-}; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${proxy_pids[@]}" "${agent_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((rc != 0 || demo_ok == 0)); then
     local f
@@ -96,10 +101,27 @@ td=cluster.local
 client_id="spiffe://$td/ns/default/sa/client"
 server_id="spiffe://$td/ns/default/sa/server"
 
+# ---------------------------------------------------------------------------------- Kubernetes API
+# The agents take enrollment and identity from the API: namespace default is labelled ambient; the
+# late pod opts out with the pod label none until it is relabelled live below.
+late_ip=198.19.1.12
+say "starting the Kubernetes API (tests/fakes/kube_api_server.py) in node1's netns; namespace and pods with kubectl"
+kube_start "$work" "${node_ns[1]}" "${node_ip[1]}" || die "the fake Kubernetes API server did not start"
+kc label namespace default istio.io/dataplane-mode=ambient --overwrite >/dev/null 2>&1 ||
+  kube_namespace default istio.io/dataplane-mode=ambient || die "could not create namespace default"
+declare -A pod_uid=()
+for spec in client:1 client2:1 server:2 legacy:2 late:1:none; do
+  IFS=: read -r name n mode <<<"$spec"
+  pod_uid[$name]=$(kube_pod default "$name" "node$n" "$name" ${mode:+istio.io/dataplane-mode=$mode}) ||
+    die "could not create pod $name in the API"
+done
+echo "  API $kube_url: namespace default (istio.io/dataplane-mode=ambient); pods client client2 late (node1), server legacy (node2); late labelled none"
+kc get pods -n default -o wide 2>/dev/null | sed 's/^/  /' || true
+
 # ---------------------------------------------------------------------------------------- config
 workload() { # name sa ip protocol node [services-line]
   cat <<EOF
-- uid: cluster1//v1/Pod/default/$1
+- uid: ${pod_uid[$1]}
   name: $1
   namespace: default
   serviceAccount: $2
@@ -118,6 +140,7 @@ config="$work/meshnode.yaml"
   workload server server "$server_ip" HBONE node2 "{\"default/server.default.svc.cluster.local\": {80: $app_port}}" \
     '["default/deny-admin-port"]'
   workload legacy legacy "$legacy_ip" TCP node2
+  workload late late "$late_ip" HBONE node1
   cat <<EOF
 services:
 - name: server
@@ -133,8 +156,6 @@ policies:
   rules: [[[{destinationPorts: [$admin_port]}]]]
 EOF
 } >"$config"
-policy="$work/enrollment.yaml"
-printf 'enrollNamespaces: [default]\nexcludeNamespaces: [kube-system]\n' >"$policy"
 
 # ---------------------------------------------------------------------------------- agents + proxies
 wait_pid_ready() { # pid description probe-cmd...
@@ -151,10 +172,11 @@ start_agent() { # node
   local n=$1 d="$work/node$1"
   mkdir -p "$d"
   ip netns exec "${node_ns[$n]}" "$agent_bin" --plugin-socket "$d/plugin.sock" --zds-socket "$d/zds.sock" \
-    --run-dir "$d/run" --policy "$policy" --log-level info 2>"$work/agent-node$n.log" >&2 &
+    --run-dir "$d/run" --kubeconfig "$work/kubeconfig" --node-name "node$n" --log-level info \
+    2>"$work/agent-node$n.log" >&2 &
   agent_pids[$n]=$!
   wait_pid_ready "${agent_pids[$n]}" "meshnode-agent on node$n" probe "$n" "http://${node_ip[$n]}:8000/readyz"
-  echo "  node$n: meshnode-agent pid ${agent_pids[$n]} ready (${node_ip[$n]}:8000/readyz = 200; plugin and ZDS sockets in a temp dir)"
+  echo "  node$n: meshnode-agent pid ${agent_pids[$n]} ready (${node_ip[$n]}:8000/readyz = 200; watching the API for node$n's pods; plugin and ZDS sockets in a temp dir)"
 }
 start_proxy() { # node
   local n=$1
@@ -184,20 +206,26 @@ declare -A pod_ns=() pod_ip=()
 create_pod() { # node pod expected-ip
   local n=$1 pod=$2 t0 t1 ip
   t0=$(date +%s%N)
-  ip=$(cni_pod_add "$work" "$n" "$pod") || die "CNI ADD of pod $pod on node$n failed"
+  ip=$(cni_pod_add "$work" "$n" "$pod" default "${pod_uid[$pod]}") || die "CNI ADD of pod $pod on node$n failed"
   t1=$(date +%s%N)
   [[ $ip == "$3" ]] || die "pod $pod got $ip from host-local, expected $3"
+  kube_pod_running default "$pod" "$ip" || die "could not patch the status of pod $pod"  # as the kubelet does
   pod_ns[$pod]=$(cni_pod_get "$work" "$pod" NETNS)
   pod_ip[$pod]=$ip
   printf '  %-8s %-13s node%s  netns %s  CNI ADD took %d ms\n' "$pod" "$ip" "$n" "${pod_ns[$pod]}" \
     $(((t1 - t0) / 1000000))
 }
-say "creating 4 pods through each node's CNI chain: bridge + host-local, then meshnode-cni (ADD returns after the proxy's Ack)"
+say "creating 5 pods through each node's CNI chain: bridge + host-local, then meshnode-cni (ADD returns after the proxy's Ack)"
 create_pod 1 client "$client_ip"
 create_pod 1 client2 "$client2_ip"
 create_pod 2 server "$server_ip"
 create_pod 2 legacy "$legacy_ip"
+create_pod 1 late "$late_ip"
 client_ns=${pod_ns[client]} server_ns=${pod_ns[server]} legacy_ns=${pod_ns[legacy]} client2_ns=${pod_ns[client2]}
+late_ns=${pod_ns[late]}
+# The late pod's process: the agent finds a running pod's netns by the processes in it.
+ip netns exec "$late_ns" sleep 3600 &
+server_pids+=($!)
 
 say "the client pod's netns as the agent programmed it (nft table, policy routing, proxy listeners)"
 ip netns exec "$client_ns" nft list table inet meshnode | sed 's/^/  /'
@@ -361,6 +389,37 @@ for p in j.get("policies", []):
 say "evidence: the server app's own access log (source address as the app sees it)"
 sed 's/^/  /' "$work/http-server-$app_port.log"
 
+# ---------------------------------------------------------------------------------------- live enrollment
+# The late pod runs outside the mesh (pod label none). Relabelling it with kubectl enrolls it live:
+# the agent finds its netns, programs it, hands it to node1's proxy and annotates the pod.
+late_id="spiffe://$td/ns/default/sa/late"
+late_src="source_principal=\"$late_id\""
+curl_from_late() { ip netns exec "$late_ns" curl -sS -m 10 -o /dev/null -w '%{http_code}' "http://$server_ip:$app_port/" 2>/dev/null || true; }
+plain_to_server() { metric_sum 2 "$opened" 'reporter="destination"' 'destination_workload="server"' "$plain"; }
+late_annotated() { [[ $(kube_annotation default late) == enabled ]]; }
+late_table() { ip netns exec "$late_ns" nft list table inet meshnode >/dev/null 2>&1; }
+say "live enrollment: the late pod ($late_ip, node1, label istio.io/dataplane-mode=none) curls the server, then is relabelled"
+plain_before=$(plain_to_server)
+code_late_plain=$(curl_from_late)
+echo "  before: HTTP ${code_late_plain:-none}, annotation ambient.istio.io/redirection=\"$(kube_annotation default late)\""
+fact "late pod (not enrolled) reached the server in plaintext: HTTP 200" test "$code_late_plain" = 200
+plain_grew() { (($(plain_to_server) >= plain_before + 1)); }
+fact "node2 proxy counted it as plaintext (connection_security_policy=unknown): $plain_before -> $((plain_before + 1))+" \
+  wait_until 5 "plaintext connection to server counted" plain_grew
+fact "no nft table in the late pod's netns yet" bash -c "! ip netns exec '$late_ns' nft list table inet meshnode >/dev/null 2>&1"
+echo "  \$ kubectl label pod late istio.io/dataplane-mode-    (back to the namespace's ambient label)"
+kc label pod late -n default istio.io/dataplane-mode- | sed 's/^/  /'
+fact "agent annotated the pod ambient.istio.io/redirection=enabled" wait_until 10 "late annotation" late_annotated
+fact "agent programmed the late pod's netns (nft table inet meshnode)" late_table
+code_late_mtls=$(curl_from_late)
+echo "  after: HTTP ${code_late_mtls:-none}, annotation ambient.istio.io/redirection=\"$(kube_annotation default late)\""
+fact "late pod (enrolled live) reached the server: HTTP 200" test "$code_late_mtls" = 200
+fact "node2 proxy counted a mutual_tls connection from $late_id to $server_id" \
+  metric_at_least_1 2 "$opened" 'reporter="destination"' "$late_src" "$dst_p" "$mtls"
+fact "node1 access log: outbound late -> server with both SPIFFE identities" \
+  log_has 1 "src.identity=\"$late_id\"" "dst.identity=\"$server_id\""
+grep -E 'enrolled live' "$work/agent-node1.log" | tail -n 1 | sed 's/^/  agent node1: /' || true
+
 # ---------------------------------------------------------------------------------------- pod deletion
 # The runtime's order: the chain's DEL (meshnode-cni, then bridge) while the netns still exists, then
 # the netns goes away. Checked in between: the agent removed its rules, the proxy its listeners.
@@ -416,4 +475,5 @@ fi
 demo_ok=1
 echo "DEMO PASSED: pods created through the CNI chain (bridge + host-local + meshnode-cni), HTTP over HBONE" \
   "mutual TLS ($client_id -> $server_id) seen by the server from $client_ip, plain TCP to the legacy pod," \
-  "port $admin_port refused by policy default/deny-admin-port, and CNI DEL removed client2's rules and listeners."
+  "port $admin_port refused by policy default/deny-admin-port, the late pod enrolled live by a kubectl label" \
+  "(plain -> mutual TLS), and CNI DEL removed client2's rules and listeners."

@@ -268,10 +268,19 @@ TEST_P(ManifestsTest, VolumesAndSelectorsAreConsistent) {
       }
     }
   }
-  // The agent's policy file is the ConfigMap's key.
-  const Mount config = mount_at(agent_, agent_container(), "/etc/meshnode");
-  EXPECT_EQ(config.kind, "configMap");
-  EXPECT_TRUE(find(objects_, "ConfigMap", config.source)["data"]["enrollment.yaml"].IsDefined());
+  // The agent runs from the Kubernetes API (issue 13): no --policy (that is the mode without
+  // Kubernetes), NODE_NAME from the pod's own spec.nodeName, and an API token mounted.
+  for (const YAML::Node& arg : agent_container()["args"]) {
+    EXPECT_FALSE(arg.as<std::string>().starts_with("--policy")) << "the agent would ignore the API: " << arg;
+  }
+  YAML::Node node_name;
+  for (const YAML::Node& e : agent_container()["env"]) {
+    if (e["name"].as<std::string>() == "NODE_NAME") node_name = e;
+  }
+  ASSERT_TRUE(node_name.IsDefined() && !node_name.IsNull()) << "NODE_NAME is required in Kubernetes mode";
+  EXPECT_EQ(node_name["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(""), "spec.nodeName");
+  EXPECT_NE(find(objects_, "ServiceAccount", "meshnode-agent")["automountServiceAccountToken"].as<std::string>("true"), "false");
+  EXPECT_NE(pod(agent_)["automountServiceAccountToken"].as<std::string>("true"), "false");
 }
 
 TEST_P(ManifestsTest, ProxyConfigurationSourceMatchesTheOverlay) {

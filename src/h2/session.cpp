@@ -1,6 +1,7 @@
 #include "h2/session.hpp"
 
 #include "net/awaitable.hpp"
+#include "telemetry/metrics.hpp"
 #include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -24,6 +25,13 @@ constexpr std::size_t kWriteBatch = 256 * 1024;
 constexpr std::size_t kReadBuffer = 32 * 1024;
 // Plaintext bytes the reader hands to nghttp2 before it lets other coroutines run.
 constexpr std::size_t kReadYield = 128 * 1024;
+// What a stream may queue while the peer grants it no window: one small chunk, so a stalled
+// stream holds little and its writer (the copy from the app) stops reading the app.
+constexpr std::size_t kStalledChunk = 16 * 1024;
+
+void count(telemetry::Counter* c) {
+  if (c != nullptr) c->inc(1);
+}
 
 Session* self_of(void* user) { return static_cast<Session*>(user); }
 
@@ -51,7 +59,40 @@ Stream::Stream(std::shared_ptr<Session> session, std::int32_t id)
       readable_(session_->socket_.get_executor()),
       writable_(session_->socket_.get_executor()) {}
 
-Stream::~Stream() = default;
+Stream::~Stream() {
+  // Bytes nobody will read still hold connection-window credit: return it (RFC 9113 §6.9).
+  discard_input();
+  drop_send();
+}
+
+void Stream::discard_input() {
+  discard_input_ = true;
+  if (recv_.empty()) return;
+  session_->queued_recv_ -= recv_.size();
+  session_->consume(id_, recv_.size());
+  recv_.clear();
+}
+
+void Stream::drop_send() noexcept {
+  session_->queued_send_ -= send_.size();
+  send_.clear();
+}
+
+std::size_t Stream::send_room() const noexcept {
+  const Session& s = *session_;
+  const std::int32_t stream_window = nghttp2_session_get_stream_remote_window_size(s.session_, id_);
+  const std::int32_t connection_window = nghttp2_session_get_remote_window_size(s.session_);
+  const std::size_t window = static_cast<std::size_t>(std::max(0, std::min(stream_window, connection_window)));
+  const std::size_t limit = std::min(s.settings_.stream_send_buffer, std::max(kStalledChunk, window));
+  if (send_.size() >= limit) return 0;
+  std::size_t room = limit - send_.size();
+  if (s.queued_send_ >= s.settings_.connection_send_buffer) {
+    // Over the connection's budget only an empty queue may take one small chunk.
+    if (!send_.empty()) return 0;
+    room = std::min(room, kStalledChunk);
+  }
+  return room;
+}
 
 std::string_view Stream::header(std::string_view name) const noexcept {
   for (const auto& h : headers_) {
@@ -64,6 +105,7 @@ asio::awaitable<base::Result<std::size_t>> Stream::read_some(std::span<std::byte
   for (;;) {
     if (!recv_.empty()) {
       std::size_t n = recv_.read(buf);
+      session_->queued_recv_ -= n;
       session_->consume(id_, n);
       co_return n;
     }
@@ -82,13 +124,18 @@ asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte>
   while (!data.empty()) {
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed while writing");
     if (send_eof_) co_return fail(Errc::kClosed, "write after shutdown_write");
-    std::size_t cap = session_->settings_.stream_send_buffer;
-    if (send_.size() >= cap) {
+    // Back-pressure: a stream whose peer grants no window queues one small chunk and then waits,
+    // so the copy feeding it stops reading its app (no unbounded buffering per stream or connection).
+    const std::size_t room = send_room();
+    if (room == 0) {
+      ++session_->blocked_writers_;
       co_await writable_.wait();
+      --session_->blocked_writers_;
       continue;
     }
-    std::size_t n = std::min(cap - send_.size(), data.size());
+    std::size_t n = std::min(room, data.size());
     send_.append(data.first(n));
+    session_->queued_send_ += n;
     data = data.subspan(n);
     nghttp2_session_resume_data(session_->session_, id_);
     session_->send_now();
@@ -117,12 +164,15 @@ void Stream::reset() {
   }
   reset_ = true;
   // Unread bytes still occupy the connection window: give it back so other streams keep flowing.
-  if (!recv_.empty()) {
-    session_->consume(id_, recv_.size());
-    recv_.clear();
-  }
-  send_.clear();
+  discard_input();
+  drop_send();
   wake();
+}
+
+void Stream::reset_for_test(std::uint32_t error_code) {
+  if (closed_ || session_->dead_) return;
+  nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, error_code);
+  session_->signal_write();
 }
 
 asio::awaitable<base::Result<int>> Stream::wait_response() {
@@ -130,6 +180,7 @@ asio::awaitable<base::Result<int>> Stream::wait_response() {
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before response");
     co_await readable_.wait();
   }
+  if (status_ == 0) co_return fail(Errc::kProtocol, "response without a valid :status (or over MAX_HEADER_LIST_SIZE)");
   co_return status_;
 }
 
@@ -145,8 +196,12 @@ base::Result<void> Stream::respond(int status, const Headers& extra) {
   int rv = nghttp2_submit_response(session_->session_, id_, nva.data(), nva.size(), status == 200 ? &provider : nullptr);
   if (rv != 0) return fail(Errc::kProtocol, std::string("submit response: ") + nghttp2_strerror(rv));
   response_pending_ = true;
+  responded_ = true;
   if (status != 200) {
     send_eof_ = true;
+    // A refused stream's request bytes (early data) are never read: their credit must come back,
+    // or enough refused CONNECTs stall the whole connection.
+    discard_input();
     if (!recv_eof_) deferred_rst_ = NGHTTP2_NO_ERROR;
   }
   session_->send_now();
@@ -155,9 +210,16 @@ base::Result<void> Stream::respond(int status, const Headers& extra) {
 
 void Stream::on_closed(std::uint32_t error_code) {
   closed_ = true;
-  // RST_STREAM(NO_ERROR) after a complete response is a normal end (RFC 9113 §8.1); any other
-  // code, or a close before END_STREAM, is a reset of the tunnelled TCP connection.
-  if (error_code != NGHTTP2_NO_ERROR) reset_ = true;
+  // The reference reads RST_STREAM(NO_ERROR) and RST_STREAM(CANCEL) as EOF (research §2.1 "Data";
+  // RFC 9113 §8.1 for NO_ERROR): a peer ending its side that way is a FIN for the app, even
+  // before END_STREAM. Any other code is a reset of the tunnelled TCP connection.
+  if (error_code == NGHTTP2_NO_ERROR || error_code == NGHTTP2_CANCEL) {
+    recv_eof_ = true;
+  } else {
+    reset_ = true;
+  }
+  // Nothing more can be sent on a closed stream.
+  drop_send();
   wake();
 }
 
@@ -169,6 +231,7 @@ Session::Session(TlsSocket socket, Role role, Settings settings, StreamHandler h
       role_(role),
       settings_(settings),
       handler_(std::move(handler)),
+      reset_budget_(settings_.reset_burst, settings_.resets_per_second),
       write_signal_(socket_.get_executor()),
       keepalive_timer_(socket_.get_executor()) {}
 
@@ -196,6 +259,7 @@ base::Result<void> Session::init() {
   nghttp2_session_callbacks_set_on_frame_send_callback(cb.get(), &Session::on_frame_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb.get(), &Session::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb.get(), &Session::on_stream_close);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb.get(), &Session::on_invalid_frame);
 
   nghttp2_option* raw_opt = nullptr;
   if (nghttp2_option_new(&raw_opt) != 0) return fail(Errc::kInternal, "nghttp2 options");
@@ -266,6 +330,49 @@ void Session::consume(std::int32_t stream_id, std::size_t n) {
   signal_write();
 }
 
+void Session::dispatch_ready() {
+  auto ready = std::move(ready_);
+  ready_.clear();
+  for (auto& stream : ready) {
+    if (stream->closed_ || stream->doomed_ || dead_ || calmed_down_ || !handler_) continue;
+    handler_(std::move(stream));
+  }
+}
+
+void Session::charge_reset() {
+  if (role_ != Role::kServer || calmed_down_ || dead_) return;
+  count(settings_.counters.stream_reset);
+  const bool connection_ok = reset_budget_.take();
+  // The identity's budget is charged only while the connection's lasts, so one reset costs one.
+  if (connection_ok && (!reset_charge_ || reset_charge_())) return;
+  calmed_down_ = true;
+  count(settings_.counters.reset_budget_exceeded);
+  std::error_code ec;
+  const auto peer = socket_.socket().remote_endpoint(ec);
+  spdlog::warn("h2\treset budget exhausted\tpeer={}:{} open_streams={} action=goaway(ENHANCE_YOUR_CALM)",
+               peer.address().to_string(), peer.port(), streams_.size());
+  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+  signal_write();
+}
+
+void Session::refuse_oversized(Stream& stream) {
+  count(settings_.counters.header_list_too_large);
+  SPDLOG_DEBUG("h2 stream {}: header list of {} bytes over MAX_HEADER_LIST_SIZE {}", stream.id_,
+               stream.header_bytes_, settings_.max_header_list);
+  if (role_ == Role::kServer) {
+    // 431 Request Header Fields Too Large (RFC 6585 §5), the answer RFC 9113 §10.5.1 suggests.
+    (void)stream.respond(431);
+  } else {
+    stream.reset();
+  }
+  charge_reset();
+}
+
+void Session::wake_writers() {
+  if (blocked_writers_ == 0) return;
+  for (auto& [id, stream] : streams_) stream->writable_.notify();
+}
+
 void Session::drain() {
   if (dead_ || draining_) return;
   draining_ = true;
@@ -324,6 +431,7 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
       break;
     }
+    dispatch_ready();
     signal_write();
   }
 }
@@ -474,9 +582,12 @@ int Session::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const std::
   s->out_.insert(s->out_.end(), hd, hd + 9);
   auto payload = stream->send_.front().first(len);
   s->out_.insert(s->out_.end(), payload.begin(), payload.end());
+  const bool was_over = s->queued_send_ >= s->settings_.connection_send_buffer;
   stream->send_.consume(len);
+  s->queued_send_ -= len;
   if (frame->data.padlen > 0) s->out_.insert(s->out_.end(), frame->data.padlen - 1, std::byte{0});
   stream->writable_.notify();
+  if (was_over && s->queued_send_ < s->settings_.connection_send_buffer) s->wake_writers();
   return 0;
 }
 
@@ -486,6 +597,7 @@ int Session::on_begin_headers(nghttp2_session* ng, const nghttp2_frame* frame, v
       frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
     return 0;
   }
+  if (s->calmed_down_) return 0;  // GOAWAY(ENHANCE_YOUR_CALM) is on its way: serve nothing new
   auto stream = std::make_shared<Stream>(s->shared_from_this(), frame->hd.stream_id);
   nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, stream.get());
   s->streams_.emplace(frame->hd.stream_id, std::move(stream));
@@ -494,8 +606,20 @@ int Session::on_begin_headers(nghttp2_session* ng, const nghttp2_frame* frame, v
 
 int Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
                        const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void* user) {
-  Stream* stream = self_of(user)->find(frame->hd.stream_id);
-  if (stream == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  Session* s = self_of(user);
+  Stream* stream = s->find(frame->hd.stream_id);
+  // Trailers (a second header block) carry nothing for a tunnel: not kept.
+  if (stream == nullptr || frame->hd.type != NGHTTP2_HEADERS || stream->headers_done_) return 0;
+  // SETTINGS_MAX_HEADER_LIST_SIZE is enforced on the decoded list (RFC 9113 §6.5.2): HPACK lets a
+  // few bytes on the wire reference one large table entry thousands of times. Once over, nothing
+  // more of the block is kept; the stream is answered 431 (or reset) when the block ends.
+  stream->header_bytes_ += header_field_size(namelen, valuelen);
+  if (stream->headers_too_large_) return 0;
+  if (stream->header_bytes_ > s->settings_.max_header_list) {
+    stream->headers_too_large_ = true;
+    Headers().swap(stream->headers_);
+    return 0;
+  }
   std::string n(reinterpret_cast<const char*>(name), namelen);
   std::string v(reinterpret_cast<const char*>(value), valuelen);
   if (n == ":status") {
@@ -514,6 +638,21 @@ int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* u
     case NGHTTP2_GOAWAY:
       s->goaway_ = true;
       return 0;
+    case NGHTTP2_SETTINGS:  // SETTINGS_INITIAL_WINDOW_SIZE may have opened every stream's window
+      s->wake_writers();
+      return 0;
+    case NGHTTP2_WINDOW_UPDATE:
+      if (frame->hd.stream_id == 0) {
+        s->wake_writers();
+      } else if (Stream* w = s->find(frame->hd.stream_id)) {
+        w->writable_.notify();
+      }
+      return 0;
+    case NGHTTP2_RST_STREAM:
+      // A reset before the response is the rapid-reset pattern (CVE-2023-44487): it costs us
+      // work (maybe an upstream dial) and the peer nothing.
+      if (Stream* r = s->find(frame->hd.stream_id); r != nullptr && !r->responded_) s->charge_reset();
+      return 0;
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
       break;
@@ -523,19 +662,35 @@ int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* u
   auto it = s->streams_.find(frame->hd.stream_id);
   if (it == s->streams_.end()) return 0;
   auto stream = it->second;
+  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) stream->recv_eof_ = true;
   if (frame->hd.type == NGHTTP2_HEADERS && !stream->headers_done_) {
     stream->headers_done_ = true;
-    if (s->role_ == Role::kServer && s->handler_) s->handler_(stream);
+    if (stream->headers_too_large_) {
+      s->refuse_oversized(*stream);
+    } else if (s->role_ == Role::kServer) {
+      // Handed to the handler after this read is processed, if still open (dispatch_ready).
+      s->ready_.push_back(stream);
+    }
   }
-  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) stream->recv_eof_ = true;
   stream->readable_.notify();
   return 0;
 }
 
 int Session::on_frame_send(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
+  Session* s = self_of(user);
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    // nghttp2 resets streams whose frames break the protocol (bad trailers, DATA on a closed
+    // stream, flow-control violations): the peer caused that work ("MadeYouReset"). Our own
+    // resets (CONNECT_ERROR: the app side failed; NO_ERROR: end of a refused stream) are not its.
+    const std::uint32_t code = frame->rst_stream.error_code;
+    if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CONNECT_ERROR) s->charge_reset();
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  Stream* stream = self_of(user)->find(frame->hd.stream_id);
-  if (stream == nullptr || !stream->response_pending_) return 0;
+  Stream* stream = s->find(frame->hd.stream_id);
+  if (stream == nullptr) return 0;
+  stream->writable_.notify();  // a client stream's window exists from now on
+  if (!stream->response_pending_) return 0;
   stream->response_pending_ = false;
   if (stream->deferred_rst_) {
     nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id, *stream->deferred_rst_);
@@ -548,13 +703,22 @@ int Session::on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t stream_i
                            std::size_t len, void* user) {
   Session* s = self_of(user);
   Stream* stream = s->find(stream_id);
-  if (stream == nullptr || stream->reset_) {
+  if (stream == nullptr || stream->reset_ || stream->discard_input_) {
     // Nobody will read these bytes: release their flow-control credit at once.
-    nghttp2_session_consume_connection(s->session_, len);
+    nghttp2_session_consume(s->session_, stream_id, len);
+    s->signal_write();
     return 0;
   }
   stream->recv_.append({reinterpret_cast<const std::byte*>(data), len});
+  s->queued_recv_ += len;
   stream->readable_.notify();
+  return 0;
+}
+
+int Session::on_invalid_frame(nghttp2_session*, const nghttp2_frame* frame, int, void* user) {
+  // nghttp2 answers the frame with RST_STREAM (sent later, then charged in on_frame_send); the
+  // stream must not be handed to the handler meanwhile.
+  if (Stream* stream = self_of(user)->find(frame->hd.stream_id)) stream->doomed_ = true;
   return 0;
 }
 

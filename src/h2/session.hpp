@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "h2/budget.hpp"
 #include "h2/byte_queue.hpp"
 #include "h2/header.hpp"
 #include "tls/tls_stream.hpp"
@@ -41,6 +42,17 @@ struct Settings {
   std::uint32_t max_concurrent_streams = 200;   ///< advertised by servers
   std::uint32_t max_header_list = 65536;        ///< bytes, SETTINGS_MAX_HEADER_LIST_SIZE
   std::size_t stream_send_buffer = 256 * 1024;  ///< bytes queued per stream before write_all waits
+  /// Bytes queued for sending across all streams of the connection before write_all waits. A
+  /// stream with nothing queued may still queue one small chunk (16 KiB), so one stalled group of
+  /// streams never starves the others: the bound is this + 16 KiB per open stream.
+  std::size_t connection_send_buffer = 1u << 20;
+  /// Server: stream resets the peer may cause per connection (burst, then per second) before the
+  /// connection ends with GOAWAY(ENHANCE_YOUR_CALM). Counted: RST_STREAM from the peer before the
+  /// response was sent, RST_STREAM we send because of the peer's frames (bad trailers, DATA on a
+  /// closed stream, ...), and header lists over `max_header_list`.
+  std::uint32_t reset_burst = 200;
+  std::uint32_t resets_per_second = 20;
+  ViolationCounters counters;
   std::chrono::seconds ping_interval{10};
   std::chrono::seconds ping_timeout{20};
 };
@@ -64,6 +76,11 @@ class Stream final : public net::ByteStream {
   asio::awaitable<void> wait_readable() override;
 
   [[nodiscard]] std::int32_t id() const noexcept { return id_; }
+  /// True once the stream is over in HTTP/2 (both END_STREAMs, or a reset, or the connection died):
+  /// a server must not start work (dial an upstream) for it.
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// Bytes written but not yet handed to the connection (framed as DATA).
+  [[nodiscard]] std::size_t send_queued() const noexcept { return send_.size(); }
   /// Request headers (server side) or response headers (client side), pseudo-headers included.
   [[nodiscard]] const Headers& headers() const noexcept { return headers_; }
   /// Value of the first header named `name` (lowercase), empty if absent.
@@ -73,12 +90,25 @@ class Stream final : public net::ByteStream {
   /// or the connection ends first.
   asio::awaitable<base::Result<int>> wait_response();
   /// Server: sends the response. 200 keeps the stream open for DATA both ways; any other status
-  /// ends the stream (END_STREAM, then RST_STREAM(NO_ERROR) if the client is still sending).
+  /// ends the stream (END_STREAM, then RST_STREAM(NO_ERROR) if the client is still sending) and
+  /// discards what the client still sends (its flow-control credit is returned at once).
   base::Result<void> respond(int status, const Headers& extra = {});
+
+  /// Sends RST_STREAM with `error_code` (a peer's behaviour in tests: NO_ERROR, CANCEL).
+  void reset_for_test(std::uint32_t error_code);
 
  private:
   friend class Session;
+  /// nghttp2 closed the stream with `error_code`: NO_ERROR and CANCEL are EOF (research §2.1
+  /// "Data": the reference reads both as a clean end), any other code is a reset.
   void on_closed(std::uint32_t error_code);
+  /// Bytes write_all may queue now: what the peer's windows let us send (at least one small
+  /// chunk, at most stream_send_buffer) minus what is queued, within the connection's budget.
+  [[nodiscard]] std::size_t send_room() const noexcept;
+  /// From now on nobody reads: unread bytes and later DATA give their credit back at once.
+  void discard_input();
+  /// Empties the send queue (a reset or closed stream sends nothing more).
+  void drop_send() noexcept;
   void wake() {
     readable_.notify();
     writable_.notify();
@@ -95,6 +125,11 @@ class Stream final : public net::ByteStream {
   bool send_eof_ = false;
   bool closed_ = false;
   bool reset_ = false;
+  std::size_t header_bytes_ = 0;    ///< RFC 9113 §6.5.2 size of the header block being received
+  bool headers_too_large_ = false;
+  bool responded_ = false;          ///< server: the response was submitted
+  bool discard_input_ = false;      ///< nobody will read: incoming DATA is consumed on arrival
+  bool doomed_ = false;             ///< nghttp2 is resetting it for the peer's invalid frames
   // Server: response HEADERS submitted but not yet on the wire. nghttp2 marks a stream CLOSING as
   // soon as RST_STREAM is submitted and then drops its queued HEADERS, so an RST_STREAM wanted
   // meanwhile (non-200 response, or reset() right after respond()) waits in deferred_rst_ until
@@ -132,6 +167,18 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] std::size_t active_streams() const noexcept { return streams_.size(); }
   /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (0xffffffff until its SETTINGS arrive).
   [[nodiscard]] std::uint32_t peer_max_concurrent_streams() const noexcept;
+  /// Bytes the session holds for its streams: queued for sending plus received and unread.
+  [[nodiscard]] std::size_t buffered_bytes() const noexcept { return queued_send_ + queued_recv_; }
+  /// write_all calls waiting for room (back-pressure from the peer's windows or the send budget).
+  [[nodiscard]] std::size_t blocked_writers() const noexcept { return blocked_writers_; }
+  /// True once the peer exhausted its reset budget and was sent GOAWAY(ENHANCE_YOUR_CALM).
+  [[nodiscard]] bool calmed_down() const noexcept { return calmed_down_; }
+
+  /// Server: a second budget consulted on every charged reset after the connection's own (the
+  /// peer identity's, across its connections); returning false ends the connection as if the
+  /// connection's budget were exhausted. Set before start().
+  using ResetCharge = std::function<bool()>;
+  void set_reset_charge(ResetCharge charge) { reset_charge_ = std::move(charge); }
 
   /// Graceful: sends GOAWAY, lets open streams finish, then closes.
   void drain();
@@ -154,6 +201,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void consume(std::int32_t stream_id, std::size_t n);
   Stream* find(std::int32_t stream_id);
   void close_if_idle();
+  /// Hands streams whose request headers completed during the last read to the handler, unless
+  /// they were closed (reset) meanwhile: a stream reset in the same read never reaches it.
+  void dispatch_ready();
+  /// Charges one reset to the peer's budgets; when one is exhausted, GOAWAY(ENHANCE_YOUR_CALM).
+  void charge_reset();
+  /// A header block went over MAX_HEADER_LIST_SIZE: 431 (server) or reset (client), counted.
+  void refuse_oversized(Stream& stream);
+  /// Wakes writers waiting for window or for the connection's send budget.
+  void wake_writers();
+  void queue_sent(Stream& stream, std::size_t n);
 
   // nghttp2 callbacks (user_data = Session*).
   static ssize_t on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int flags, void* user);
@@ -167,6 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t stream_id, const std::uint8_t* data,
                            std::size_t len, void* user);
   static int on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user);
+  static int on_invalid_frame(nghttp2_session*, const nghttp2_frame* frame, int lib_error, void* user);
   static ssize_t read_data(nghttp2_session*, std::int32_t stream_id, std::uint8_t* buf, std::size_t length,
                            std::uint32_t* data_flags, nghttp2_data_source* source, void* user);
 
@@ -176,7 +234,14 @@ class Session : public std::enable_shared_from_this<Session> {
   StreamHandler handler_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<std::int32_t, std::shared_ptr<Stream>> streams_;
+  std::vector<std::shared_ptr<Stream>> ready_;  ///< request headers complete, handler not called yet
   std::vector<std::byte> out_;
+  std::size_t queued_send_ = 0;  ///< bytes in all streams' send queues
+  std::size_t queued_recv_ = 0;  ///< bytes in all streams' receive queues
+  std::size_t blocked_writers_ = 0;  ///< write_all calls waiting for room
+  TokenBucket reset_budget_;
+  ResetCharge reset_charge_;
+  bool calmed_down_ = false;
   net::Signal write_signal_;
   asio::steady_timer keepalive_timer_;
   std::chrono::steady_clock::time_point ping_sent_{};

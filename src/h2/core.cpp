@@ -192,17 +192,6 @@ void SessionCore::charge_reset() {
   signal_write();
 }
 
-void SessionCore::refuse_oversized(StreamCore& stream) {
-  count(settings_.counters.header_list_too_large);
-  if (role_ == Role::kServer) {
-    // 431 Request Header Fields Too Large (RFC 6585 §5), the answer RFC 9113 §10.5.1 suggests.
-    (void)submit_response(stream, 431, {});
-  } else {
-    reset_stream(stream, NGHTTP2_CONNECT_ERROR);
-  }
-  charge_reset();
-}
-
 base::Result<void> SessionCore::submit_response(StreamCore& stream, int status, const Headers& extra) {
   if (stream.closed_ || dead_) return fail(Errc::kClosed, "stream closed before response");
   std::string status_text = std::to_string(status);
@@ -316,14 +305,17 @@ int SessionCore::on_header(nghttp2_session*, const nghttp2_frame* frame, const s
   // Trailers (a second header block) carry nothing for a tunnel: not kept.
   if (stream == nullptr || frame->hd.type != NGHTTP2_HEADERS || stream->headers_done_) return 0;
   // SETTINGS_MAX_HEADER_LIST_SIZE is enforced on the decoded list (RFC 9113 §6.5.2): HPACK lets a
-  // few bytes on the wire reference one large table entry thousands of times. Once over, nothing
-  // more of the block is kept; the stream is answered 431 (or reset) when the block ends.
+  // few bytes on the wire reference one large table entry thousands of times. Once over, the
+  // stream is reset: nghttp2 sends RST_STREAM (charged to the peer in on_frame_send) and decodes
+  // the rest of the block only to keep the HPACK state, without validating or handing us its
+  // fields -- answering 431 after the block would cost validating all of it (an 800 MB bomb).
   stream->header_bytes_ += header_field_size(namelen, valuelen);
-  if (stream->headers_too_large_) return 0;
+  if (stream->headers_too_large_) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (stream->header_bytes_ > s->settings_.max_header_list) {
     stream->headers_too_large_ = true;
     Headers().swap(stream->headers_);
-    return 0;
+    count(s->settings_.counters.header_list_too_large);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
   std::string n(reinterpret_cast<const char*>(name), namelen);
   std::string v(reinterpret_cast<const char*>(value), valuelen);
@@ -370,7 +362,7 @@ int SessionCore::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, voi
   if (frame->hd.type == NGHTTP2_HEADERS && !stream->headers_done_) {
     stream->headers_done_ = true;
     if (stream->headers_too_large_) {
-      s->refuse_oversized(*stream);
+      stream->doomed_ = true;  // nghttp2 is resetting it
     } else if (s->role_ == Role::kServer) {
       s->stream_ready(*stream);
     }

@@ -199,8 +199,6 @@ class SessionCore {
   void consume(std::int32_t stream_id, std::size_t n);
   /// Charges one reset to the peer's budgets; when one is exhausted, GOAWAY(ENHANCE_YOUR_CALM).
   void charge_reset();
-  /// A header block went over MAX_HEADER_LIST_SIZE: 431 (server) or reset (client), counted.
-  void refuse_oversized(StreamCore& stream);
 
   static ssize_t on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int flags, void* user);
   static int on_send_data(nghttp2_session*, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,

@@ -16,7 +16,7 @@ set(MESHNODE_LAYERS
   "net:base,telemetry"
   "http:base,telemetry,net"
   "tls:base,net"
-  "h2:base,net,tls"
+  "h2:base,telemetry,net,tls"
   "hbone:base,net,tls,h2"
   "state:base"
   "config:base,state"

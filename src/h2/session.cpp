@@ -1,6 +1,7 @@
 #include "h2/session.hpp"
 
 #include "net/awaitable.hpp"
+#include "telemetry/metrics.hpp"
 #include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -18,27 +19,14 @@ using net::kNoThrow;
 using base::Errc;
 using base::fail;
 
-// Bytes of frames gathered before one socket write: large enough for full TLS records and few
-// syscalls, small enough to keep latency and memory per connection low.
-constexpr std::size_t kWriteBatch = 256 * 1024;
 constexpr std::size_t kReadBuffer = 32 * 1024;
 // Plaintext bytes the reader hands to nghttp2 before it lets other coroutines run.
 constexpr std::size_t kReadYield = 128 * 1024;
-
-Session* self_of(void* user) { return static_cast<Session*>(user); }
-
 nghttp2_nv make_nv(const std::string& name, const std::string& value) {
   return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
                     reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
                     NGHTTP2_NV_FLAG_NONE};
 }
-
-struct CallbacksDeleter {
-  void operator()(nghttp2_session_callbacks* cb) const { nghttp2_session_callbacks_del(cb); }
-};
-struct OptionDeleter {
-  void operator()(nghttp2_option* opt) const { nghttp2_option_del(opt); }
-};
 
 }  // namespace
 
@@ -46,27 +34,20 @@ struct OptionDeleter {
 // Stream
 
 Stream::Stream(std::shared_ptr<Session> session, std::int32_t id)
-    : session_(std::move(session)),
-      id_(id),
+    : StreamCore(session.get(), id),
+      session_(std::move(session)),
       readable_(session_->socket_.get_executor()),
       writable_(session_->socket_.get_executor()) {}
 
-Stream::~Stream() = default;
-
-std::string_view Stream::header(std::string_view name) const noexcept {
-  for (const auto& h : headers_) {
-    if (h.name == name) return h.value;
-  }
-  return {};
+Stream::~Stream() {
+  // Bytes nobody will read still hold connection-window credit: return it (RFC 9113 §6.9).
+  discard_input();
+  drop_send();
 }
 
 asio::awaitable<base::Result<std::size_t>> Stream::read_some(std::span<std::byte> buf) {
   for (;;) {
-    if (!recv_.empty()) {
-      std::size_t n = recv_.read(buf);
-      session_->consume(id_, n);
-      co_return n;
-    }
+    if (!recv_.empty()) co_return take_received(buf);
     if (reset_) co_return fail(Errc::kReset, "stream reset");
     if (recv_eof_) co_return std::size_t{0};
     if (closed_) co_return fail(Errc::kReset, "stream closed before END_STREAM");
@@ -82,15 +63,18 @@ asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte>
   while (!data.empty()) {
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed while writing");
     if (send_eof_) co_return fail(Errc::kClosed, "write after shutdown_write");
-    std::size_t cap = session_->settings_.stream_send_buffer;
-    if (send_.size() >= cap) {
+    // Back-pressure: a stream whose peer grants no window queues one small chunk and then waits,
+    // so the copy feeding it stops reading its app (no unbounded buffering per stream or connection).
+    const std::size_t room = send_room();
+    if (room == 0) {
+      ++session_->blocked_writers_;
       co_await writable_.wait();
+      --session_->blocked_writers_;
       continue;
     }
-    std::size_t n = std::min(cap - send_.size(), data.size());
-    send_.append(data.first(n));
+    std::size_t n = std::min(room, data.size());
+    queue_send(data.first(n));
     data = data.subspan(n);
-    nghttp2_session_resume_data(session_->session_, id_);
     session_->send_now();
   }
   co_return base::Result<void>{};
@@ -106,23 +90,12 @@ asio::awaitable<base::Result<void>> Stream::shutdown_write() {
   co_return base::Result<void>{};
 }
 
-void Stream::reset() {
-  if (!closed_ && !session_->dead_) {
-    if (response_pending_) {
-      deferred_rst_ = NGHTTP2_CONNECT_ERROR;
-    } else {
-      nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, NGHTTP2_CONNECT_ERROR);
-    }
-    session_->signal_write();
-  }
-  reset_ = true;
-  // Unread bytes still occupy the connection window: give it back so other streams keep flowing.
-  if (!recv_.empty()) {
-    session_->consume(id_, recv_.size());
-    recv_.clear();
-  }
-  send_.clear();
-  wake();
+void Stream::reset() { session_->reset_stream(*this, NGHTTP2_CONNECT_ERROR); }
+
+void Stream::reset_for_test(std::uint32_t error_code) {
+  if (closed_ || session_->dead_) return;
+  nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, error_code);
+  session_->signal_write();
 }
 
 asio::awaitable<base::Result<int>> Stream::wait_response() {
@@ -130,51 +103,27 @@ asio::awaitable<base::Result<int>> Stream::wait_response() {
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before response");
     co_await readable_.wait();
   }
+  if (status_ == 0) co_return fail(Errc::kProtocol, "response without a valid :status (or over MAX_HEADER_LIST_SIZE)");
   co_return status_;
 }
 
 base::Result<void> Stream::respond(int status, const Headers& extra) {
-  if (closed_ || session_->dead_) return fail(Errc::kClosed, "stream closed before response");
-  std::string status_text = std::to_string(status);
-  std::string status_name = ":status";
-  std::vector<nghttp2_nv> nva;
-  nva.push_back(make_nv(status_name, status_text));
-  for (const auto& h : extra) nva.push_back(make_nv(h.name, h.value));
-  nghttp2_data_provider provider{};
-  provider.read_callback = &Session::read_data;
-  int rv = nghttp2_submit_response(session_->session_, id_, nva.data(), nva.size(), status == 200 ? &provider : nullptr);
-  if (rv != 0) return fail(Errc::kProtocol, std::string("submit response: ") + nghttp2_strerror(rv));
-  response_pending_ = true;
-  if (status != 200) {
-    send_eof_ = true;
-    if (!recv_eof_) deferred_rst_ = NGHTTP2_NO_ERROR;
-  }
-  session_->send_now();
-  return {};
-}
-
-void Stream::on_closed(std::uint32_t error_code) {
-  closed_ = true;
-  // RST_STREAM(NO_ERROR) after a complete response is a normal end (RFC 9113 §8.1); any other
-  // code, or a close before END_STREAM, is a reset of the tunnelled TCP connection.
-  if (error_code != NGHTTP2_NO_ERROR) reset_ = true;
-  wake();
+  auto ok = session_->submit_response(*this, status, extra);
+  if (ok) session_->send_now();
+  return ok;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Session
 
 Session::Session(TlsSocket socket, Role role, Settings settings, StreamHandler handler)
-    : socket_(std::move(socket)),
-      role_(role),
-      settings_(settings),
+    : SessionCore(role, settings),
+      socket_(std::move(socket)),
       handler_(std::move(handler)),
       write_signal_(socket_.get_executor()),
       keepalive_timer_(socket_.get_executor()) {}
 
-Session::~Session() {
-  if (session_ != nullptr) nghttp2_session_del(session_);
-}
+Session::~Session() = default;
 
 base::Result<std::shared_ptr<Session>> Session::create(TlsSocket socket, Role role, Settings settings,
                                                        StreamHandler handler) {
@@ -182,46 +131,6 @@ base::Result<std::shared_ptr<Session>> Session::create(TlsSocket socket, Role ro
   auto ok = s->init();
   if (!ok) return std::unexpected(ok.error());
   return s;
-}
-
-base::Result<void> Session::init() {
-  nghttp2_session_callbacks* raw_cb = nullptr;
-  if (nghttp2_session_callbacks_new(&raw_cb) != 0) return fail(Errc::kInternal, "nghttp2 callbacks");
-  std::unique_ptr<nghttp2_session_callbacks, CallbacksDeleter> cb(raw_cb);
-  nghttp2_session_callbacks_set_send_callback(cb.get(), &Session::on_send);
-  nghttp2_session_callbacks_set_send_data_callback(cb.get(), &Session::on_send_data);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cb.get(), &Session::on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cb.get(), &Session::on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb.get(), &Session::on_frame_recv);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cb.get(), &Session::on_frame_send);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb.get(), &Session::on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cb.get(), &Session::on_stream_close);
-
-  nghttp2_option* raw_opt = nullptr;
-  if (nghttp2_option_new(&raw_opt) != 0) return fail(Errc::kInternal, "nghttp2 options");
-  std::unique_ptr<nghttp2_option, OptionDeleter> opt(raw_opt);
-  // Window updates are sent when the application consumes bytes, not when they arrive: this is
-  // what makes a slow reader push back on its own stream only.
-  nghttp2_option_set_no_auto_window_update(opt.get(), 1);
-  nghttp2_option_set_peer_max_concurrent_streams(opt.get(), 100);
-
-  int rv = role_ == Role::kClient ? nghttp2_session_client_new2(&session_, cb.get(), this, opt.get())
-                                  : nghttp2_session_server_new2(&session_, cb.get(), this, opt.get());
-  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 session: ") + nghttp2_strerror(rv));
-
-  std::array<nghttp2_settings_entry, 4> iv{{
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, settings_.stream_window},
-      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, settings_.max_frame},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, settings_.max_header_list},
-      {role_ == Role::kServer ? NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS : NGHTTP2_SETTINGS_ENABLE_PUSH,
-       role_ == Role::kServer ? settings_.max_concurrent_streams : 0u},
-  }};
-  rv = nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv.data(), iv.size());
-  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 settings: ") + nghttp2_strerror(rv));
-  rv = nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                             static_cast<std::int32_t>(settings_.connection_window));
-  if (rv != 0) return fail(Errc::kInternal, std::string("nghttp2 window: ") + nghttp2_strerror(rv));
-  return {};
 }
 
 void Session::start(net::DrainScope& tasks) {
@@ -244,26 +153,60 @@ base::Result<std::shared_ptr<Stream>> Session::open_stream(const Headers& header
   // The Stream is bound as the stream's user data right after submit: nghttp2 does not call back
   // from inside submit_request, and read_data finds the Stream through that user data.
   nghttp2_data_provider provider{};
-  provider.read_callback = &Session::read_data;
+  provider.read_callback = &SessionCore::read_data;
   std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), &provider, nullptr);
   if (id < 0) return fail(Errc::kProtocol, std::string("submit request: ") + nghttp2_strerror(id));
   auto stream = std::make_shared<Stream>(shared_from_this(), id);
   streams_.emplace(id, stream);
-  nghttp2_session_set_stream_user_data(session_, id, stream.get());
+  nghttp2_session_set_stream_user_data(session_, id, static_cast<StreamCore*>(stream.get()));
   send_now();
   return stream;
 }
 
-Stream* Session::find(std::int32_t stream_id) {
+StreamCore* Session::find(std::int32_t stream_id) {
   auto it = streams_.find(stream_id);
   return it == streams_.end() ? nullptr : it->second.get();
 }
 
-void Session::consume(std::int32_t stream_id, std::size_t n) {
-  if (dead_ || n == 0) return;
-  nghttp2_session_consume_connection(session_, n);
-  if (find(stream_id) != nullptr) nghttp2_session_consume_stream(session_, stream_id, n);
-  signal_write();
+void Session::begin_stream(std::int32_t stream_id) {
+  auto stream = std::make_shared<Stream>(shared_from_this(), stream_id);
+  nghttp2_session_set_stream_user_data(session_, stream_id, static_cast<StreamCore*>(stream.get()));
+  streams_.emplace(stream_id, std::move(stream));
+}
+
+void Session::stream_ready(StreamCore& stream) {
+  // Handed to the handler after this read is processed, if still open (dispatch_ready).
+  if (auto it = streams_.find(stream.id()); it != streams_.end()) ready_.push_back(it->second);
+}
+
+void Session::stream_closed(std::int32_t stream_id, std::uint32_t code) {
+  auto it = streams_.find(stream_id);
+  if (it == streams_.end()) return;
+  auto stream = std::move(it->second);
+  streams_.erase(it);
+  stream->on_closed(code);
+  close_if_idle();
+}
+
+void Session::on_calm_down() {
+  std::error_code ec;
+  const auto peer = socket_.socket().remote_endpoint(ec);
+  spdlog::warn("h2\treset budget exhausted\tpeer={}:{} open_streams={} action=goaway(ENHANCE_YOUR_CALM)",
+               peer.address().to_string(), peer.port(), streams_.size());
+}
+
+void Session::dispatch_ready() {
+  auto ready = std::move(ready_);
+  ready_.clear();
+  for (auto& stream : ready) {
+    if (stream->closed_ || stream->doomed_ || dead_ || calmed_down_ || !handler_) continue;
+    handler_(std::move(stream));
+  }
+}
+
+void Session::wake_writers() {
+  if (blocked_writers_ == 0) return;
+  for (auto& [id, stream] : streams_) stream->writable_.notify();
 }
 
 void Session::drain() {
@@ -324,6 +267,7 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
       break;
     }
+    dispatch_ready();
     signal_write();
   }
 }
@@ -427,146 +371,6 @@ asio::awaitable<void> Session::keepalive_loop(std::shared_ptr<Session> /*keep_al
     ping_sent_ = now;
     signal_write();
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// nghttp2 callbacks
-
-ssize_t Session::on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int, void* user) {
-  Session* s = self_of(user);
-  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
-  const auto* p = reinterpret_cast<const std::byte*>(data);
-  s->out_.insert(s->out_.end(), p, p + len);
-  return static_cast<ssize_t>(len);
-}
-
-ssize_t Session::read_data(nghttp2_session* ng, std::int32_t stream_id, std::uint8_t*, std::size_t length,
-                           std::uint32_t* data_flags, nghttp2_data_source*, void*) {
-  // The stream's user data, not source->ptr: a client stream only exists after submit_request.
-  auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, stream_id));
-  if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;
-  // One frame never spans two queue blocks: its payload is copied from one contiguous run.
-  std::size_t n = std::min(length, stream->send_.front().size());
-  if (n == 0) {
-    if (stream->send_eof_) {
-      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-      return 0;
-    }
-    return NGHTTP2_ERR_DEFERRED;
-  }
-  // Frame payload is copied straight from the stream's queue into the write batch (on_send_data).
-  *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (stream->send_eof_ && n == stream->send_.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-  return static_cast<ssize_t>(n);
-}
-
-int Session::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
-                          nghttp2_data_source*, void* user) {
-  Session* s = self_of(user);
-  auto* stream = static_cast<Stream*>(nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id));
-  if (stream == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  // A frame sized by read_data can come back here after WOULDBLOCK, and reset() may have emptied
-  // the queue in between: drop the frame (the stream is being reset anyway) instead of reading
-  // bytes that are gone.
-  if (stream->reset_ || stream->send_.front().size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
-  const auto* hd = reinterpret_cast<const std::byte*>(framehd);
-  s->out_.insert(s->out_.end(), hd, hd + 9);
-  auto payload = stream->send_.front().first(len);
-  s->out_.insert(s->out_.end(), payload.begin(), payload.end());
-  stream->send_.consume(len);
-  if (frame->data.padlen > 0) s->out_.insert(s->out_.end(), frame->data.padlen - 1, std::byte{0});
-  stream->writable_.notify();
-  return 0;
-}
-
-int Session::on_begin_headers(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
-  Session* s = self_of(user);
-  if (s->role_ != Role::kServer || frame->hd.type != NGHTTP2_HEADERS ||
-      frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    return 0;
-  }
-  auto stream = std::make_shared<Stream>(s->shared_from_this(), frame->hd.stream_id);
-  nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, stream.get());
-  s->streams_.emplace(frame->hd.stream_id, std::move(stream));
-  return 0;
-}
-
-int Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
-                       const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void* user) {
-  Stream* stream = self_of(user)->find(frame->hd.stream_id);
-  if (stream == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
-  std::string n(reinterpret_cast<const char*>(name), namelen);
-  std::string v(reinterpret_cast<const char*>(value), valuelen);
-  if (n == ":status") {
-    std::from_chars(v.data(), v.data() + v.size(), stream->status_);
-  }
-  stream->headers_.push_back(Header{std::move(n), std::move(v)});
-  return 0;
-}
-
-int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  Session* s = self_of(user);
-  switch (frame->hd.type) {
-    case NGHTTP2_PING:
-      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) s->ping_outstanding_ = false;
-      return 0;
-    case NGHTTP2_GOAWAY:
-      s->goaway_ = true;
-      return 0;
-    case NGHTTP2_HEADERS:
-    case NGHTTP2_DATA:
-      break;
-    default:
-      return 0;
-  }
-  auto it = s->streams_.find(frame->hd.stream_id);
-  if (it == s->streams_.end()) return 0;
-  auto stream = it->second;
-  if (frame->hd.type == NGHTTP2_HEADERS && !stream->headers_done_) {
-    stream->headers_done_ = true;
-    if (s->role_ == Role::kServer && s->handler_) s->handler_(stream);
-  }
-  if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) stream->recv_eof_ = true;
-  stream->readable_.notify();
-  return 0;
-}
-
-int Session::on_frame_send(nghttp2_session* ng, const nghttp2_frame* frame, void* user) {
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  Stream* stream = self_of(user)->find(frame->hd.stream_id);
-  if (stream == nullptr || !stream->response_pending_) return 0;
-  stream->response_pending_ = false;
-  if (stream->deferred_rst_) {
-    nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id, *stream->deferred_rst_);
-    stream->deferred_rst_.reset();
-  }
-  return 0;
-}
-
-int Session::on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t stream_id, const std::uint8_t* data,
-                           std::size_t len, void* user) {
-  Session* s = self_of(user);
-  Stream* stream = s->find(stream_id);
-  if (stream == nullptr || stream->reset_) {
-    // Nobody will read these bytes: release their flow-control credit at once.
-    nghttp2_session_consume_connection(s->session_, len);
-    return 0;
-  }
-  stream->recv_.append({reinterpret_cast<const std::byte*>(data), len});
-  stream->readable_.notify();
-  return 0;
-}
-
-int Session::on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user) {
-  Session* s = self_of(user);
-  auto it = s->streams_.find(stream_id);
-  if (it == s->streams_.end()) return 0;
-  auto stream = std::move(it->second);
-  s->streams_.erase(it);
-  stream->on_closed(error_code);
-  s->close_if_idle();
-  return 0;
 }
 
 }  // namespace meshnode::h2

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "h2/byte_queue.hpp"
+#include "h2/core.hpp"
 #include "h2/header.hpp"
 #include "tls/tls_stream.hpp"
 #include "net/byte_stream.hpp"
@@ -28,30 +28,13 @@ namespace meshnode::h2 {
 /// The TLS connection a session runs over (tls/ owns the OpenSSL wrapper).
 using TlsSocket = tls::TlsStream;
 
-/// HTTP/2 settings of an HBONE connection. Defaults follow ztunnel (research §2.1: max frame 1 MiB,
-/// PING every 10 s, dead after 20 s without PONG) except the receive windows: 1 MiB per stream and
-/// 4 MiB per connection instead of 4 / 16 MiB. Windows bound what a receiver buffers for an app
-/// that reads slowly; with ztunnel's, proxy B's peak RSS under 4 iperf3 streams was 24-30 MB, with
-/// these 15-16 MB at the same throughput (bench/). Cost: one stream tops out at 1 MiB per RTT
-/// (8 Gbit/s at 1 ms), ample inside a cluster.
-struct Settings {
-  std::uint32_t stream_window = 1u << 20;       ///< bytes, SETTINGS_INITIAL_WINDOW_SIZE
-  std::uint32_t connection_window = 4u << 20;   ///< bytes, WINDOW_UPDATE on stream 0
-  std::uint32_t max_frame = 1u << 20;           ///< bytes, SETTINGS_MAX_FRAME_SIZE
-  std::uint32_t max_concurrent_streams = 200;   ///< advertised by servers
-  std::uint32_t max_header_list = 65536;        ///< bytes, SETTINGS_MAX_HEADER_LIST_SIZE
-  std::size_t stream_send_buffer = 256 * 1024;  ///< bytes queued per stream before write_all waits
-  std::chrono::seconds ping_interval{10};
-  std::chrono::seconds ping_timeout{20};
-};
-
 class Session;
 
 /// One HTTP/2 stream as a byte stream: DATA frames carry the bytes, END_STREAM is EOF, RST_STREAM
 /// is a reset (RFC 9113 §8.5: CONNECT tunnels). Flow control is per stream: bytes are
 /// acknowledged (WINDOW_UPDATE) only when `read_some` hands them to the caller, so a slow reader
 /// stalls only its own stream. Lives on the session's io_context thread.
-class Stream final : public net::ByteStream {
+class Stream final : public net::ByteStream, public StreamCore {
  public:
   Stream(std::shared_ptr<Session> session, std::int32_t id);
   ~Stream() override;
@@ -63,44 +46,24 @@ class Stream final : public net::ByteStream {
   void reset() override;
   asio::awaitable<void> wait_readable() override;
 
-  [[nodiscard]] std::int32_t id() const noexcept { return id_; }
-  /// Request headers (server side) or response headers (client side), pseudo-headers included.
-  [[nodiscard]] const Headers& headers() const noexcept { return headers_; }
-  /// Value of the first header named `name` (lowercase), empty if absent.
-  [[nodiscard]] std::string_view header(std::string_view name) const noexcept;
 
   /// Client: waits for the response HEADERS; returns :status. Errc::kReset/kClosed if the stream
   /// or the connection ends first.
   asio::awaitable<base::Result<int>> wait_response();
   /// Server: sends the response. 200 keeps the stream open for DATA both ways; any other status
-  /// ends the stream (END_STREAM, then RST_STREAM(NO_ERROR) if the client is still sending).
+  /// ends the stream (END_STREAM, then RST_STREAM(NO_ERROR) if the client is still sending) and
+  /// discards what the client still sends (its flow-control credit is returned at once).
   base::Result<void> respond(int status, const Headers& extra = {});
+
+  /// Sends RST_STREAM with `error_code` (a peer's behaviour in tests: NO_ERROR, CANCEL).
+  void reset_for_test(std::uint32_t error_code);
 
  private:
   friend class Session;
-  void on_closed(std::uint32_t error_code);
-  void wake() {
-    readable_.notify();
-    writable_.notify();
-  }
+  void wake_readable() override { readable_.notify(); }
+  void wake_writable() override { writable_.notify(); }
 
   std::shared_ptr<Session> session_;
-  std::int32_t id_;
-  Headers headers_;
-  int status_ = 0;
-  bool headers_done_ = false;
-  ByteQueue recv_;
-  bool recv_eof_ = false;
-  ByteQueue send_;
-  bool send_eof_ = false;
-  bool closed_ = false;
-  bool reset_ = false;
-  // Server: response HEADERS submitted but not yet on the wire. nghttp2 marks a stream CLOSING as
-  // soon as RST_STREAM is submitted and then drops its queued HEADERS, so an RST_STREAM wanted
-  // meanwhile (non-200 response, or reset() right after respond()) waits in deferred_rst_ until
-  // on_frame_send saw the HEADERS go out.
-  bool response_pending_ = false;
-  std::optional<std::uint32_t> deferred_rst_;
   net::Signal readable_;
   net::Signal writable_;
 };
@@ -108,9 +71,9 @@ class Stream final : public net::ByteStream {
 /// An HTTP/2 connection over TLS, driven by two coroutines (socket → nghttp2, nghttp2 → socket)
 /// plus a PING keepalive. Owned by shared_ptr: its coroutines and every open Stream keep it alive.
 /// All methods run on the io_context thread the socket belongs to.
-class Session : public std::enable_shared_from_this<Session> {
+class Session final : public SessionCore, public std::enable_shared_from_this<Session> {
  public:
-  enum class Role { kClient, kServer };
+  using Role = h2::Role;
   /// Server: called once per stream whose request HEADERS are complete; spawns its own work.
   using StreamHandler = std::function<void(std::shared_ptr<Stream>)>;
 
@@ -143,49 +106,36 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   friend class Stream;
   Session(TlsSocket socket, Role role, Settings settings, StreamHandler handler);
-  base::Result<void> init();
   asio::awaitable<void> read_loop(std::shared_ptr<Session> self);
   asio::awaitable<void> write_loop(std::shared_ptr<Session> self);
   asio::awaitable<void> keepalive_loop(std::shared_ptr<Session> self);
-  void signal_write() { write_signal_.notify(); }
   /// Sends what nghttp2 has queued right now, from the caller's coroutine, when the write loop is
   /// idle and no nghttp2 call is on the stack; otherwise (or on backpressure) wakes the loop.
   void send_now();
-  void consume(std::int32_t stream_id, std::size_t n);
-  Stream* find(std::int32_t stream_id);
   void close_if_idle();
+  /// Hands streams whose request headers completed during the last read to the handler, unless
+  /// they were closed (reset) meanwhile: a stream reset in the same read never reaches it.
+  void dispatch_ready();
 
-  // nghttp2 callbacks (user_data = Session*).
-  static ssize_t on_send(nghttp2_session*, const std::uint8_t* data, std::size_t len, int flags, void* user);
-  static int on_send_data(nghttp2_session*, nghttp2_frame* frame, const std::uint8_t* framehd, std::size_t len,
-                          nghttp2_data_source* source, void* user);
-  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
-                       const std::uint8_t* value, std::size_t valuelen, std::uint8_t flags, void* user);
-  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t stream_id, const std::uint8_t* data,
-                           std::size_t len, void* user);
-  static int on_stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code, void* user);
-  static ssize_t read_data(nghttp2_session*, std::int32_t stream_id, std::uint8_t* buf, std::size_t length,
-                           std::uint32_t* data_flags, nghttp2_data_source* source, void* user);
+  // SessionCore hooks.
+  StreamCore* find(std::int32_t stream_id) override;
+  void begin_stream(std::int32_t stream_id) override;
+  void stream_ready(StreamCore& stream) override;
+  void stream_closed(std::int32_t stream_id, std::uint32_t code) override;
+  void signal_write() override { write_signal_.notify(); }
+  void wake_writers() override;
+  void on_calm_down() override;
 
   TlsSocket socket_;
-  Role role_;
-  Settings settings_;
   StreamHandler handler_;
-  nghttp2_session* session_ = nullptr;
   std::unordered_map<std::int32_t, std::shared_ptr<Stream>> streams_;
-  std::vector<std::byte> out_;
+  std::vector<std::shared_ptr<Stream>> ready_;  ///< request headers complete, handler not called yet
   net::Signal write_signal_;
   asio::steady_timer keepalive_timer_;
   std::chrono::steady_clock::time_point ping_sent_{};
-  bool ping_outstanding_ = false;
   bool wrote_since_tick_ = false;
   bool writing_ = false;  ///< the write loop is inside socket_.write_all (it may be suspended there)
   bool in_nghttp2_ = false;  ///< an nghttp2 call (and so maybe our callbacks) is on the stack
-  bool dead_ = false;
-  bool goaway_ = false;
   bool draining_ = false;
   std::string close_reason_;
 };

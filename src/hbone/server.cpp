@@ -1,6 +1,9 @@
 #include "hbone/server.hpp"
 
 
+#include <asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
 #include "net/awaitable.hpp"
 #include "net/deadline.hpp"
 #include "net/socket.hpp"
@@ -14,7 +17,8 @@ using base::fail;
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
     asio::ip::tcp::socket socket, SSL_CTX* ctx, std::chrono::steady_clock::duration handshake_timeout,
-    const h2::Settings& settings, StreamHandler handler, net::DrainScope& tasks) {
+    const h2::Settings& settings, StreamHandler handler, net::DrainScope& tasks,
+    std::shared_ptr<PeerResetBudgets> budgets) {
   auto ex = socket.get_executor();
   auto info = std::make_shared<InboundConnection>();
   auto peer = net::peer_addr(socket.native_handle());
@@ -41,6 +45,16 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
   auto identity = tls::peer_identity(tls_socket.native_handle());
   if (!identity) co_return std::unexpected(identity.error());
   info->peer_identity = *identity;
+  if (budgets) {
+    // A peer that exhausted its reset budget waits before each new connection is served: it can
+    // no longer reconnect its way around the per-connection budget at full speed.
+    if (auto delay = budgets->admission_delay(info->peer_identity); delay.count() > 0) {
+      SPDLOG_DEBUG("hbone: {} over its reset budget, connection from {} waits {} ms", info->peer_identity.to_string(),
+                   info->peer.to_string(), delay.count());
+      asio::steady_timer wait(ex, delay);
+      co_await wait.async_wait(net::kNoThrow);
+    }
+  }
 
   auto on_stream = [ex, info, &tasks, handler = std::move(handler)](std::shared_ptr<h2::Stream> stream) {
     std::string id = "hbone stream " + std::to_string(stream->id()) + " from " + info->peer.to_string();
@@ -48,6 +62,9 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
   };
   auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kServer, settings, std::move(on_stream));
   if (!session) co_return std::unexpected(session.error());
+  if (budgets) {
+    (*session)->set_reset_charge([budgets, peer_identity = info->peer_identity] { return budgets->charge(peer_identity); });
+  }
   (*session)->start(tasks);
   co_return *session;
 }

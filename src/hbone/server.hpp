@@ -14,6 +14,7 @@
 #include "base/ip.hpp"
 #include "base/spiffe.hpp"
 #include "h2/session.hpp"
+#include "hbone/reset_budget.hpp"
 #include "net/drain_scope.hpp"
 
 namespace meshnode::hbone {
@@ -34,13 +35,15 @@ using StreamHandler =
 /// context: TLS 1.3, client certificate required, same trust domain) and starts HTTP/2 on it;
 /// `handler` is spawned in `tasks` for every stream whose request headers are complete; the
 /// session's own coroutines run there too (`tasks` must outlive them).
+/// `budgets` (may be null) holds the reset budget of each peer identity: resets the connection
+/// charges (h2::Settings::reset_burst) are charged there too, and a connection from an identity
+/// whose budget is exhausted is served only after PeerResetBudgets::Limits::admission_delay.
 /// @returns the running session (for drain and tracking); Errc::kTlsHandshake naming the peer and
 ///          the reason (no certificate, unknown root, other trust domain, no ALPN h2, plaintext),
 ///          Errc::kTimeout if the handshake takes longer than `handshake_timeout`.
-asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(asio::ip::tcp::socket socket, SSL_CTX* ctx,
-                                                                         std::chrono::steady_clock::duration handshake_timeout,
-                                                                         const h2::Settings& settings,
-                                                                         StreamHandler handler,
-                                                                         net::DrainScope& tasks);
+asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> accept_hbone(
+    asio::ip::tcp::socket socket, SSL_CTX* ctx, std::chrono::steady_clock::duration handshake_timeout,
+    const h2::Settings& settings, StreamHandler handler, net::DrainScope& tasks,
+    std::shared_ptr<PeerResetBudgets> budgets = nullptr);
 
 }  // namespace meshnode::hbone

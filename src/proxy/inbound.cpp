@@ -28,8 +28,11 @@ asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, s
     return serve_stream(std::move(stream), std::move(conn));
   };
   SSL_CTX* const server_ctx = (*identity)->server_ctx.get();
+  h2::Settings settings = pod_.inputs.options.h2;
+  settings.counters = pod_.inputs.metrics.h2_violations();
   auto session = co_await hbone::accept_hbone(std::move(socket), server_ctx, pod_.inputs.options.handshake_timeout,
-                                              pod_.inputs.options.h2, std::move(handler), pod_.inputs.tasks);
+                                              settings, std::move(handler), pod_.inputs.tasks,
+                                              pod_.inputs.options.reset_budgets);
   if (!session) {
     count_setup_failure(session.error(), peer, id);
     co_return;
@@ -106,6 +109,9 @@ asio::awaitable<std::expected<void, Inbound::Refusal>> Inbound::open(Tunnel& t, 
   if (!decision.allowed) co_return Fail(Refusal{401, {base::Errc::kPolicyDenied, decision.reason}});
   guard.set_recheck(recheck_inbound(pod_, conn.peer, conn.peer_identity, target->addr, rec.id, t.closed_by_policy));
   const base::NextHop app{target->addr};
+  // A stream the client already reset gets no upstream connection (rapid reset: the dial would
+  // be work for the app that nobody waits for).
+  if (stream.closed()) co_return Fail(Refusal{0, {base::Errc::kReset, "stream reset by the client before the upstream connect"}});
   auto connected = co_await pod_.connect_upstream(app, &conn.peer);
   if (!connected) co_return Fail(Refusal{503, std::move(connected.error())});
   t.upstream = std::make_unique<net::TcpStream>(std::move(*connected));

@@ -13,6 +13,7 @@
 #include "base/unique_fd.hpp"
 #include "h2/session.hpp"
 #include "hbone/client_pool.hpp"
+#include "hbone/reset_budget.hpp"
 #include "net/drain_scope.hpp"
 #include "net/socket_factory.hpp"
 #include "proxy/tcp_metrics.hpp"
@@ -57,6 +58,8 @@ struct ProxyOptions {
   std::chrono::steady_clock::duration handshake_timeout = std::chrono::seconds(10);  ///< inbound TLS
   h2::Settings h2;
   hbone::ClientPool::Options pool;
+  /// Stream-reset budgets per peer identity, shared by every pod's inbound HBONE listener.
+  std::shared_ptr<hbone::PeerResetBudgets> reset_budgets = std::make_shared<hbone::PeerResetBudgets>();
   /// Inbound connections reach the app from the original client's IP (IP_TRANSPARENT + bind),
   /// as ztunnel does; needs the node agent's in-pod policy routing for the replies.
   bool transparent_inbound = false;

@@ -8,8 +8,18 @@ constexpr std::string_view kClosed = "istio_tcp_connections_closed_total";
 constexpr std::string_view kFailed = "istio_tcp_connections_failed_total";
 constexpr std::string_view kSent = "istio_tcp_sent_bytes_total";
 constexpr std::string_view kReceived = "istio_tcp_received_bytes_total";
+constexpr std::string_view kViolations = "meshnode_hbone_violations_total";
+constexpr std::string_view kViolationsHelp = "HTTP/2 misbehaviour of inbound HBONE peers, by what was done about it";
 
 }  // namespace
+
+h2::ViolationCounters TcpMetrics::h2_violations() {
+  h2::ViolationCounters c;
+  c.header_list_too_large = &registry_.counter(kViolations, kViolationsHelp, {{"reason", "header_list_too_large"}});
+  c.stream_reset = &registry_.counter(kViolations, kViolationsHelp, {{"reason", "stream_reset"}});
+  c.reset_budget_exceeded = &registry_.counter(kViolations, kViolationsHelp, {{"reason", "reset_budget_exceeded"}});
+  return c;
+}
 
 telemetry::Labels to_labels(const TrafficLabels& tl) {
   return {

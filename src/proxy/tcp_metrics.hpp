@@ -5,6 +5,8 @@
 
 #include "telemetry/metrics.hpp"
 
+#include "h2/budget.hpp"
+
 namespace meshnode::proxy {
 
 /// Istio's standard TCP traffic labels ("TL", feature map §5.1). Empty fields render as
@@ -60,6 +62,11 @@ class TcpMetrics {
   /// Counts a connection end under its final labels (final `response_flags`):
   /// istio_tcp_connections_closed_total, plus istio_tcp_connections_failed_total when `failed`.
   void on_close(const TrafficLabels& final_labels, bool failed);
+
+  /// meshnode_hbone_violations_total{reason}: HTTP/2 peers' misbehaviour the inbound HBONE
+  /// server defended against (reason = header_list_too_large, stream_reset,
+  /// reset_budget_exceeded). Valid for the registry's life.
+  h2::ViolationCounters h2_violations();
 
  private:
   telemetry::MetricsRegistry& registry_;

@@ -148,9 +148,54 @@ def hbone_seeds() -> None:
     write("hbone_headers", "hostname", b"reviews.bookinfo:9080")
 
 
+# ---- HTTP/2 (RFC 9113 frames, RFC 7541 HPACK literals) as an HBONE client sends them ------------------
+# h2_fuzz: byte 0 is the handler mode (see h2_fuzz.cpp), then the peer's bytes from the preface on.
+def h2_frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name: bytes, value: bytes, index: bool = False) -> bytes:
+    def hint(n: int) -> bytes:  # 7-bit prefix integer (RFC 7541 §5.1)
+        if n < 127:
+            return bytes([n])
+        out, n = bytearray([127]), n - 127
+        while n >= 128:
+            out.append(n % 128 + 128)
+            n //= 128
+        return bytes(out + bytes([n]))
+    return bytes([0x40 if index else 0x00]) + hint(len(name)) + name + hint(len(value)) + value
+
+
+def h2_seeds() -> None:
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, struct.pack(">HI", 4, 1 << 20))
+    block = hpack_literal(b":method", b"CONNECT") + hpack_literal(b":authority", b"10.244.1.7:9080") + \
+        hpack_literal(b"traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+    headers = h2_frame(1, 0x4, 1, block)
+    data = h2_frame(0, 0, 1, b"GET / HTTP/1.1\r\nHost: reviews\r\n\r\n")
+    end = h2_frame(0, 0x1, 1, b"")
+    write("h2", "connect_echo", bytes([0x04 | 0x30]) + preface + headers + data + end)
+    write("h2", "connect_refused_early_data", bytes([0x01]) + preface + headers + data)
+    write("h2", "rapid_reset", bytes([0x00]) + preface + b"".join(
+        h2_frame(1, 0x4, i, block) + h2_frame(3, 0, i, struct.pack(">I", 8)) for i in range(1, 61, 2)))
+    write("h2", "bad_trailers", bytes([0x00]) + preface + headers + h2_frame(1, 0x4, 1, hpack_literal(b"x-t", b"1")))
+    write("h2", "continuation", bytes([0x00]) + preface + h2_frame(1, 0, 1, block[:10]) + h2_frame(9, 0, 1, block[10:30])
+          + h2_frame(9, 0x4, 1, block[30:]))
+    bomb = block + hpack_literal(b"x-big", b"a" * 1000, index=True) + bytes([0x80 | 62]) * 200
+    write("h2", "hpack_bomb", bytes([0x00]) + preface + h2_frame(1, 0x5, 1, bomb))
+    write("h2", "ping_settings_window", bytes([0x0C]) + preface + h2_frame(6, 0, 0, b"\x01" * 8) + h2_frame(4, 0x1, 0)
+          + h2_frame(8, 0, 0, struct.pack(">I", 0x7FFFFFFF)) + headers + h2_frame(8, 0, 1, struct.pack(">I", 0x7FFFFFFF))
+          + h2_frame(8, 0, 1, struct.pack(">I", 0x7FFFFFFF)))
+    write("h2", "data_on_closed_and_even", bytes([0x01]) + preface + headers + end + data + h2_frame(1, 0x4, 2, block)
+          + h2_frame(1, 0x4, 1, block))
+    write("h2", "goaway_priority_padding", bytes([0x08]) + preface + h2_frame(1, 0x4 | 0x8 | 0x20, 3,
+          bytes([4]) + struct.pack(">IB", 1, 15) + block + b"\0" * 4) + h2_frame(2, 0, 3, struct.pack(">IB", 0, 1))
+          + h2_frame(0, 0x8, 3, bytes([3]) + b"abc\0\0\0") + h2_frame(7, 0, 0, struct.pack(">II", 3, 0)))
+
+
 if __name__ == "__main__":
     zds_seeds()
     socks5_seeds()
     plugin_event_seeds()
     cni_seeds()
     hbone_seeds()
+    h2_seeds()

@@ -199,6 +199,11 @@ std::string Cluster::metrics(int node) const {
   return r.exit_code == 0 ? r.out : "";
 }
 
+pid_t Cluster::proxy_pid(int node) const {
+  auto it = proxies_.find(node);
+  return it == proxies_.end() ? 0 : it->second.pid();
+}
+
 std::string Cluster::proxy_log(int node) const {
   return read_file(workdir_ + "/proxy-node" + std::to_string(node) + ".log");
 }

@@ -79,6 +79,8 @@ class Cluster {
 
   /// GET http://<node ip>:15020/metrics from inside the node netns ("" on failure).
   [[nodiscard]] std::string metrics(int node) const;
+  /// Process id of node N's proxy (for /proc/<pid>/status), 0 if it is not running.
+  [[nodiscard]] pid_t proxy_pid(int node) const;
   /// The proxy's stderr so far.
   [[nodiscard]] std::string proxy_log(int node) const;
   /// Absolute path of tests/integration/tools/<name>.

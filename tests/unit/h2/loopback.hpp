@@ -176,6 +176,7 @@ class HboneLoopback {
     shutdown();
     // Sessions own sockets and timers of io_: release them while io_ still exists.
     sessions.clear();
+    client_sessions_.clear();
     pool_.reset();
   }
   HboneLoopback(const HboneLoopback&) = delete;
@@ -224,6 +225,25 @@ class HboneLoopback {
     return connect_with(headers(mode, tag, size, seed), key());
   }
 
+  /// A client HTTP/2 session of its own (outside the pool), for tests that drive streams directly
+  /// (early data, many refused streams). Started in the loopback's task scope.
+  asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> dial_session(h2::Settings settings = {}) {
+    auto identity = certs_->get(kClientId);
+    if (!identity) co_return std::unexpected(identity.error());
+    asio::ip::tcp::socket tcp(io_);
+    const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"), port_);
+    auto [ec] = co_await tcp.async_connect(server, net::kNoThrow);
+    if (ec) co_return base::fail(base::Errc::kConnectFailed, "connect", ec);
+    tls::TlsStream tls_socket(std::move(tcp), SSL_new((*identity)->client_ctx.get()));
+    auto handshake = co_await tls_socket.handshake(tls::TlsStream::Role::kClient);
+    if (!handshake) co_return std::unexpected(handshake.error());
+    auto session = h2::Session::create(std::move(tls_socket), h2::Session::Role::kClient, settings);
+    if (!session) co_return std::unexpected(session.error());
+    (*session)->start(tasks_);
+    client_sessions_.push_back(*session);
+    co_return *session;
+  }
+
   /// Runs `body` (a named coroutine over this loopback) on the io_context until it finishes;
   /// fails the test if it takes longer than `limit`. Then closes everything and lets the
   /// remaining coroutines unwind.
@@ -252,6 +272,10 @@ class HboneLoopback {
   std::vector<base::Error> accept_errors;             ///< accept_hbone failures, in order
   std::vector<std::shared_ptr<h2::Session>> sessions; ///< accepted sessions, in order
   int streams_served = 0;                             ///< handler invocations
+  /// Reset budgets per client identity handed to accept_hbone (replace before the first accept).
+  std::shared_ptr<hbone::PeerResetBudgets> budgets = std::make_shared<hbone::PeerResetBudgets>();
+  /// HTTP/2 settings of the server sessions (change before the first accept).
+  h2::Settings server_settings;
 
   std::size_t accepted() const { return accept_errors.size() + sessions.size(); }
 
@@ -270,9 +294,9 @@ class HboneLoopback {
       return serve_stream(std::move(s), std::move(c));
     };
     SSL_CTX* const ctx = server_tls_->server_ctx.get();
-    const h2::Settings settings;
     constexpr std::chrono::steady_clock::duration kHandshake = 5s;
-    auto session = co_await hbone::accept_hbone(std::move(socket), ctx, kHandshake, settings, std::move(handler), tasks_);
+    auto session = co_await hbone::accept_hbone(std::move(socket), ctx, kHandshake, server_settings, std::move(handler),
+                                                tasks_, budgets);
     if (session) {
       sessions.push_back(*session);
     } else {
@@ -290,6 +314,7 @@ class HboneLoopback {
   //   reset     200, send random(x-seed, x-size) in 16 KiB writes, then reset the stream
   //   sink      200, read until EOF or error (recorded)
   //   status    respond x-size as the status code
+  //   rst       200, send random(x-seed, x-size), then RST_STREAM with code x-seed (no END_STREAM)
   asio::awaitable<void> serve_stream(std::shared_ptr<h2::Stream> stream,
                                      std::shared_ptr<const hbone::InboundConnection> conn) {
     ++streams_served;
@@ -342,6 +367,13 @@ class HboneLoopback {
         rec.sent = co_await stream->write_all(piece);
       }
       stream->reset();
+    } else if (mode == "rst") {
+      auto data = random_bytes(seed, size);
+      rec.sent = co_await stream->write_all(data);
+      // Only once the bytes are out: a reset discards what is still queued.
+      const std::function<bool()> flushed = [&] { return stream->closed() || stream->send_queued() == 0; };
+      (void)co_await wait_until(flushed);
+      stream->reset_for_test(static_cast<std::uint32_t>(seed));
     } else if (mode == "sink") {
       rec.received = co_await read_to_eof(*stream);
     }
@@ -355,6 +387,7 @@ class HboneLoopback {
     acceptor_.close(ignored);
     if (pool_) pool_->close_all();
     for (auto& s : sessions) s->abort("test over");
+    for (auto& s : client_sessions_) s->abort("test over");
     io_.restart();
     io_.run_for(1s);
   }
@@ -369,6 +402,7 @@ class HboneLoopback {
   std::uint16_t port_ = 0;
   hbone::ClientPool::Options options_;
   std::unique_ptr<hbone::ClientPool> pool_;
+  std::vector<std::shared_ptr<h2::Session>> client_sessions_;
   bool shut_down_ = false;
 };
 

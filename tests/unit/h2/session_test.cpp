@@ -9,6 +9,7 @@
 
 #include "net/deadline.hpp"
 #include "unit/h2/loopback.hpp"
+#include "unit/h2/raw_h2.hpp"
 
 namespace meshnode::h2 {
 namespace {
@@ -269,6 +270,167 @@ asio::awaitable<void> resets_beside_a_bulk_stream(HboneLoopback& lo) {
 TEST(H2Stream, ResetsWhileOtherStreamsStreamDoNotCorruptTheConnection) {
   HboneLoopback lo;
   lo.run(resets_beside_a_bulk_stream(lo), 30s);
+}
+
+// Issue 11 defect 2: early data on refused CONNECTs kept its connection-window credit forever;
+// 5,000 × 1 KiB is more than the server's 4 MiB connection window, so the connection stalled.
+// A raw client sends each CONNECT and its early data in one write (as an attacker would, so the
+// bytes are buffered before the refusal), within the flow-control credit the server grants.
+struct Credit {
+  raw::RawClient& client;
+  std::uint64_t sent_connection = 0;
+  std::map<std::uint32_t, std::uint64_t> sent_stream;
+
+  std::uint64_t connection_room() {
+    return 65535 + client.seen.window_updates[0] - sent_connection;
+  }
+  std::uint64_t stream_room(std::uint32_t id, std::uint64_t initial) {
+    return initial + client.seen.window_updates[id] - sent_stream[id];
+  }
+};
+
+asio::awaitable<void> refused_early_data(HboneLoopback& lo) {
+  raw::RawClient client(lo);
+  CO_ASSERT(co_await client.connect());
+  // SETTINGS ACK after the server's SETTINGS: its 1 MiB stream window then applies.
+  CO_ASSERT(co_await client.send(raw::preface()));
+  const std::function<bool(const raw::Seen&)> got_settings = [](const raw::Seen& s) {
+    return std::any_of(s.frames.begin(), s.frames.end(), [](const raw::Frame& f) { return f.type == raw::kSettings; });
+  };
+  CO_ASSERT(co_await client.read_until(got_settings, 5s));
+  CO_ASSERT(co_await client.send(raw::frame(raw::kSettings, raw::kAck, 0, "")));
+  Credit credit{client};
+  const std::string early(1024, 'e');
+  constexpr int kRefused = 5000;
+  constexpr int kBatch = 100;
+  for (int first = 0; first < kRefused; first += kBatch) {
+    const std::function<bool(const raw::Seen&)> room = [&](const raw::Seen&) {
+      return credit.connection_room() >= kBatch * early.size();
+    };
+    CO_ASSERT(co_await client.read_until(room, 5s),
+              "connection window not returned after " << first << " refused CONNECTs with early data");
+    std::string bytes;
+    for (int i = first; i < first + kBatch; ++i) {
+      const auto id = static_cast<std::uint32_t>(2 * i + 1);
+      const std::string block = raw::connect_block("127.0.0.1:8080", raw::literal("x-mode", "status") +
+                                                                          raw::literal("x-tag", "r") +
+                                                                          raw::literal("x-size", "403") +
+                                                                          raw::literal("x-seed", "0"));
+      bytes += raw::headers(id, block) + raw::data(id, early);
+      credit.sent_connection += early.size();
+    }
+    CO_ASSERT(co_await client.send(std::move(bytes)));
+  }
+  const std::function<bool(const raw::Seen&)> all_refused = [&](const raw::Seen& s) {
+    return s.status.size() == static_cast<std::size_t>(kRefused);
+  };
+  CO_ASSERT(co_await client.read_until(all_refused, 10s), client.seen.status.size() << " answered");
+  for (auto [id, status] : client.seen.status) CO_ASSERT(status == 403, "stream " << id << " answered " << status);
+
+  // Then one stream moves 10 MiB client -> server on the same connection.
+  constexpr std::uint32_t kGood = 2 * kRefused + 1;
+  constexpr std::size_t kSize = 10 << 20;
+  const std::string block = raw::connect_block("127.0.0.1:8080", raw::literal("x-mode", "sink") +
+                                                                      raw::literal("x-tag", "good") +
+                                                                      raw::literal("x-size", "0") + raw::literal("x-seed", "0"));
+  CO_ASSERT(co_await client.send(raw::headers(kGood, block)));
+  const Settings defaults;
+  std::size_t sent = 0;
+  while (sent < kSize) {
+    const std::function<bool(const raw::Seen&)> room = [&](const raw::Seen&) {
+      return credit.connection_room() > 0 && credit.stream_room(kGood, defaults.stream_window) > 0;
+    };
+    CO_ASSERT(co_await client.read_until(room, 5s), "stalled after " << sent << " bytes of the good stream");
+    const std::size_t n = std::min<std::uint64_t>(
+        {16 * 1024, kSize - sent, credit.connection_room(), credit.stream_room(kGood, defaults.stream_window)});
+    const std::string chunk(n, 'g');
+    const bool last = sent + n == kSize;
+    CO_ASSERT(co_await client.send(raw::data(kGood, chunk, last ? raw::kEndStream : 0)));
+    credit.sent_connection += n;
+    credit.sent_stream[kGood] += n;
+    sent += n;
+  }
+  const std::function<bool()> served = [&] { return lo.records["good"].done; };
+  CO_ASSERT(co_await wait_until(served));
+  CO_ASSERT(lo.records["good"].received, lo.records["good"].received.error().message());
+  EXPECT_EQ(lo.records["good"].received->size(), kSize);
+  EXPECT_FALSE(client.seen.goaway_code.has_value());
+}
+
+TEST(H2Stream, RefusedConnectsWithEarlyDataReturnTheirConnectionCredit) {
+  HboneLoopback lo;
+  lo.run(refused_early_data(lo), 60s);
+}
+
+// Issue 11 defect 3: a stream whose peer grants no window queued 256 KiB (and its writer kept
+// reading its app); now it queues one small chunk and the connection's queues stay bounded.
+asio::awaitable<void> zero_window_streams(HboneLoopback& lo) {
+  constexpr int kStreams = 100;
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    // More than a stream window (1 MiB) each, so every writer stalls once the window is gone.
+    auto s = co_await lo.connect("source", "z" + std::to_string(i), (5 << 20) / 4, 40 + i);
+    CO_ASSERT(s, s.error().message());
+    streams.push_back(*s);
+  }
+  CO_ASSERT(lo.sessions.size() == 1u);
+  auto server = lo.sessions[0];
+  std::size_t peak = 0;
+  // Every server writer ends up waiting for room: that is the stalled state, reached once the
+  // client's connection window (4 MiB) is used up. The peak is sampled on the way there.
+  const std::function<bool()> all_blocked = [&] {
+    peak = std::max(peak, server->buffered_bytes());
+    return server->blocked_writers() == static_cast<std::size_t>(kStreams);
+  };
+  EXPECT_TRUE(co_await wait_until(all_blocked, 10s)) << server->blocked_writers() << " writers blocked";
+  peak = std::max(peak, server->buffered_bytes());
+  const Settings defaults;
+  const std::size_t bound = defaults.connection_send_buffer + kStreams * 16 * 1024;
+  EXPECT_LE(peak, bound) << "server queued " << peak << " bytes for " << kStreams << " streams nobody reads";
+  // The stalled streams still deliver, intact, when read (the first: the streams that got data
+  // hold the whole connection window until they are read).
+  auto head = co_await read_exactly(*streams[0], 256 * 1024);
+  CO_ASSERT(head, head.error().message());
+  EXPECT_TRUE(*head == random_bytes(40, 256 * 1024));
+}
+
+TEST(H2Stream, ZeroWindowStreamsHoldOneSmallChunkEach) {
+  HboneLoopback lo;
+  lo.options().max_streams = 200;
+  lo.run(zero_window_streams(lo), 30s);
+}
+
+// Issue 11 defect 4: RST_STREAM(NO_ERROR) before END_STREAM and RST_STREAM(CANCEL) end the
+// stream like END_STREAM (the reference's reading, research §2.1 "Data"): bytes, then EOF.
+asio::awaitable<void> graceful_reset(HboneLoopback& lo, std::uint32_t code) {
+  auto stream = co_await lo.connect("rst", "g", 100'000, code);
+  CO_ASSERT(stream, stream.error().message());
+  auto got = co_await read_to_eof(**stream);
+  CO_ASSERT(got, "RST_STREAM(" << code << ") read as " << got.error().message() << ", not EOF");
+  EXPECT_TRUE(*got == random_bytes(code, 100'000)) << got->size();
+}
+
+TEST(H2Stream, PeerResetWithNoErrorIsEof) {
+  HboneLoopback lo;
+  lo.run(graceful_reset(lo, NGHTTP2_NO_ERROR));
+}
+
+TEST(H2Stream, PeerResetWithCancelIsEof) {
+  HboneLoopback lo;
+  lo.run(graceful_reset(lo, NGHTTP2_CANCEL));
+}
+
+asio::awaitable<void> error_reset(HboneLoopback& lo) {
+  auto stream = co_await lo.connect("rst", "e", 1000, NGHTTP2_INTERNAL_ERROR);
+  CO_ASSERT(stream, stream.error().message());
+  auto got = co_await read_to_eof(**stream);
+  CO_ASSERT(!got, "RST_STREAM(INTERNAL_ERROR) read as a clean EOF");
+  EXPECT_EQ(got.error().code, Errc::kReset);
+}
+
+TEST(H2Stream, PeerResetWithAnErrorCodeIsAReset) {
+  HboneLoopback lo;
+  lo.run(error_reset(lo));
 }
 
 }  // namespace

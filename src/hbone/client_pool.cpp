@@ -78,6 +78,24 @@ std::shared_ptr<h2::Session> ClientPool::checkout(const PoolKey& key) {
   return nullptr;
 }
 
+std::optional<base::Error> ClientPool::dial_refusal(const PoolKey& key) const {
+  auto it = pool_.find(key);
+  if (it == pool_.end()) return std::nullopt;
+  std::size_t live = 0;
+  for (const auto& e : it->second) {
+    if (!e.session->accepting()) continue;  // draining connections end by themselves
+    ++live;
+    // Another connection to the same peer would advertise the same: refuse instead of dialling.
+    if (e.session->peer_max_concurrent_streams() == 0) {
+      return base::Error{Errc::kLimitExceeded, "HBONE peer " + key.destination.to_string() +
+                                                   " allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS = 0)"};
+    }
+  }
+  if (live < options_.max_connections) return std::nullopt;
+  return base::Error{Errc::kLimitExceeded, "HBONE pool to " + key.destination.to_string() + " is full: " +
+                                               std::to_string(live) + " connections, every stream in use"};
+}
+
 void ClientPool::release_idle() {
   auto now = std::chrono::steady_clock::now();
   if (now - last_sweep_ < std::chrono::seconds(10)) return;
@@ -106,6 +124,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
       if (pending->error) co_return std::unexpected(*pending->error);
       continue;
     }
+    if (auto refusal = dial_refusal(key)) co_return std::unexpected(std::move(*refusal));
     auto pending = std::make_shared<Pending>(ex_);
     pending_.emplace(key, pending);
     auto dialled = co_await dial(key);

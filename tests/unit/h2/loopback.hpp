@@ -252,6 +252,7 @@ class HboneLoopback {
   std::vector<base::Error> accept_errors;             ///< accept_hbone failures, in order
   std::vector<std::shared_ptr<h2::Session>> sessions; ///< accepted sessions, in order
   int streams_served = 0;                             ///< handler invocations
+  h2::Settings server_settings;                       ///< what the server side advertises
 
   std::size_t accepted() const { return accept_errors.size() + sessions.size(); }
 
@@ -270,7 +271,7 @@ class HboneLoopback {
       return serve_stream(std::move(s), std::move(c));
     };
     SSL_CTX* const ctx = server_tls_->server_ctx.get();
-    const h2::Settings settings;
+    const h2::Settings settings = server_settings;
     constexpr std::chrono::steady_clock::duration kHandshake = 5s;
     auto session = co_await hbone::accept_hbone(std::move(socket), ctx, kHandshake, settings, std::move(handler), tasks_);
     if (session) {

@@ -4,10 +4,12 @@
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "admin/admin_routes.hpp"
@@ -18,6 +20,7 @@
 #include "telemetry/readiness.hpp"
 #include "proxy/tcp_metrics.hpp"
 #include "app/options.hpp"
+#include "base/duration.hpp"
 #include "base/log.hpp"
 #include "config/local_config.hpp"
 #include "inpod/workload_manager.hpp"
@@ -38,18 +41,24 @@ constexpr std::string_view kVersion = "0.1.0";
 // After the drain deadline, how long the reset connections get to end before the workers stop.
 constexpr std::chrono::milliseconds kAbortGrace{1000};
 
-/// "5s", "500ms", "2m" or a bare number of seconds.
-Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  std::string_view unit(ptr, text.data() + text.size() - ptr);
-  if (ec != std::errc() || value < 0) return fail(Errc::kConfig, "invalid duration '" + std::string(text) + "'");
-  double ms = 0;
-  if (unit.empty() || unit == "s") ms = value * 1000;
-  else if (unit == "ms") ms = value;
-  else if (unit == "m") ms = value * 60000;
-  else return fail(Errc::kConfig, "invalid duration unit in '" + std::string(text) + "' (use s, ms or m)");
-  return std::chrono::milliseconds(static_cast<long long>(ms));
+/// Raises the open-files soft limit to the hard limit, as the reference does: every connection
+/// costs the proxy two or more fds, and 1024 (the usual soft default) made a legitimate client
+/// wait seconds behind accept failures (issue 11 defect 9). Logs the figure either way.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("open-files limit unknown: getrlimit: {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur != limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      spdlog::warn("open-files limit stays {} (hard {}): setrlimit: {}", before, limit.rlim_max, std::strerror(errno));
+      return;
+    }
+  }
+  spdlog::info("open-files limit {} (soft was {}, hard {})", limit.rlim_cur, before, limit.rlim_max);
 }
 
 Result<std::shared_ptr<const state::StateSnapshot>> load_state(const Options& o) {
@@ -324,7 +333,8 @@ int run_proxy(const Options& o) {
     std::fprintf(stderr, "meshnode-proxy: %s\n", ok.error().message().c_str());
     return kExitConfig;
   }
-  auto deadline = parse_duration(o.termination_deadline);
+  raise_open_files_limit();
+  auto deadline = base::parse_duration(o.termination_deadline);
   auto snapshot = load_state(o);
   if (!deadline || !snapshot) {
     spdlog::error("configuration error: {}", (!deadline ? deadline.error() : snapshot.error()).message());

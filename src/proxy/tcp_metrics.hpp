@@ -61,6 +61,14 @@ class TcpMetrics {
   /// istio_tcp_connections_closed_total, plus istio_tcp_connections_failed_total when `failed`.
   void on_close(const TrafficLabels& final_labels, bool failed);
 
+  /// Counts an inbound HBONE connection whose TLS setup failed:
+  /// meshnode_inbound_handshake_failures_total{reason} (reason: see Inbound, a short fixed set).
+  void on_handshake_failure(std::string_view reason);
+
+  /// Counts a CONNECT whose traceparent was not W3C-valid and was dropped:
+  /// meshnode_inbound_invalid_traceparent_total.
+  void on_invalid_traceparent();
+
  private:
   telemetry::MetricsRegistry& registry_;
 };

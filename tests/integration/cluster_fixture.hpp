@@ -79,6 +79,8 @@ class Cluster {
 
   /// GET http://<node ip>:15020/metrics from inside the node netns ("" on failure).
   [[nodiscard]] std::string metrics(int node) const;
+  /// Process id of node N's meshnode-proxy (ip netns exec execs it in place).
+  [[nodiscard]] pid_t proxy_pid(int node) const { return proxies_.at(node).pid(); }
   /// The proxy's stderr so far.
   [[nodiscard]] std::string proxy_log(int node) const;
   /// Absolute path of tests/integration/tools/<name>.

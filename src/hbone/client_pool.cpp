@@ -39,9 +39,28 @@ ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Net
       certs_(certs),
       sockets_(sockets),
       tasks_(tasks),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      sweep_(ex_) {}
 
-ClientPool::~ClientPool() { close_all(); }
+ClientPool::~ClientPool() {
+  alive_.reset();
+  sweep_.cancel();
+  close_all();
+}
+
+void ClientPool::arm_sweep() {
+  if (sweep_armed_ || pool_.empty()) return;
+  sweep_armed_ = true;
+  sweep_.expires_after(std::min<std::chrono::steady_clock::duration>(options_.idle_release, std::chrono::seconds(10)));
+  sweep_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const std::error_code& ec) {
+    // The pool may already be gone (cancelled, or queued before the destructor ran): touch nothing.
+    if (ec == asio::error::operation_aborted || alive.expired()) return;
+    sweep_armed_ = false;
+    last_sweep_ = {};  // sweep now, whatever the connect-driven schedule says
+    release_idle();
+    arm_sweep();
+  });
+}
 
 void ClientPool::close_all() {
   for (auto& [key, entries] : pool_) {
@@ -133,6 +152,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
     pending->done.cancel();
     if (!dialled) co_return std::unexpected(dialled.error());
     pool_[key].push_back(Entry{*dialled, std::chrono::steady_clock::now()});
+    arm_sweep();
   }
 
   auto stream = session->open_stream(headers);

@@ -90,6 +90,9 @@ class ClientPool {
   /// Why no connection of `key` can take a stream and none may be dialled; nullopt if one may.
   std::optional<base::Error> dial_refusal(const PoolKey& key) const;
   void release_idle();
+  /// Keeps a sweep timer armed while the pool holds connections: without it an idle pool (no
+  /// further connect) would keep its connections, and their fds, forever.
+  void arm_sweep();
 
   asio::any_io_executor ex_;
   std::shared_ptr<const base::Netns> netns_;
@@ -100,6 +103,10 @@ class ClientPool {
   std::map<PoolKey, std::vector<Entry>> pool_;
   std::map<PoolKey, std::shared_ptr<Pending>> pending_;
   std::chrono::steady_clock::time_point last_sweep_ = std::chrono::steady_clock::now();
+  asio::steady_timer sweep_;
+  bool sweep_armed_ = false;
+  /// Expires with the pool: a sweep handler already queued when the pool is destroyed sees it gone.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace meshnode::hbone

@@ -4,6 +4,7 @@
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -116,6 +117,7 @@ class ProxyApp {
   /// connections against its policies. A bad file keeps the previous state (logged, counted).
   void reload(std::string_view why);
   asio::awaitable<void> watch_config();
+  asio::awaitable<void> trim_heap();
   void watch_sighup();
   void start_workers();
   void stop_workers();
@@ -153,6 +155,7 @@ class ProxyApp {
   bool shutting_down_ = false;
   asio::signal_set hup_{control_, SIGHUP};
   asio::steady_timer config_tick_{control_};
+  asio::steady_timer trim_tick_{control_};
 };
 
 /// What identifies one version of the config file: an atomic rename changes the inode, an
@@ -199,6 +202,18 @@ asio::awaitable<void> ProxyApp::watch_config() {
   }
 }
 
+asio::awaitable<void> ProxyApp::trim_heap() {
+  // glibc keeps freed memory in its per-thread arenas: after a burst of connections the RSS
+  // would stay at the burst's peak although nothing uses it. Returning free pages every 30 s
+  // costs one heap walk (well under a millisecond for our heap sizes).
+  while (!shutting_down_) {
+    trim_tick_.expires_after(std::chrono::seconds(30));
+    co_await trim_tick_.async_wait(net::kNoThrow);
+    if (shutting_down_) break;
+    ::malloc_trim(0);
+  }
+}
+
 void ProxyApp::watch_sighup() {
   hup_.async_wait([this](const std::error_code& ec, int) {
     if (ec) return;
@@ -242,6 +257,7 @@ asio::awaitable<void> ProxyApp::shutdown() {
   spdlog::info("shutdown: closing listeners, draining connections for up to {} ms", deadline_.count());
   if (zds_) zds_->stop();
   config_tick_.cancel();
+  trim_tick_.cancel();
   if (pods_) pods_->stop_accepting_all();
   // Woken by the last connection's end; the deadline bounds the wait (no polling).
   const auto drain_until = std::chrono::steady_clock::now() + deadline_;
@@ -310,6 +326,7 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
     watch_sighup();
     control_tasks_.spawn(control_.get_executor(), watch_config(), "config watch");
   }
+  control_tasks_.spawn(control_.get_executor(), trim_heap(), "heap trim");
   asio::signal_set signals(control_, SIGTERM, SIGINT);
   signals.async_wait([this](const std::error_code& ec, int signo) {
     if (ec) return;

@@ -7,7 +7,8 @@ so each side checks every byte it receives (length and SHA-256) without trusting
                                  bytes and reads until EOF, checking the <up> bytes; mode "sreset"
                                  sends half of <down> then resets. SIGUSR1/exit prints totals.
   run --host H --port P --conns N --seconds S
-                                 keeps N connections open at once for S seconds; each task opens
+                                 keeps N connections open at once for S seconds (started over
+                                 --ramp seconds, default 30); each task opens
                                  connection after connection with random sizes and modes:
                                  full (both send all, half-close, read to EOF; 75 %), creset
                                  (client sends part, then RST; 15 %), sreset (server resets; 10 %).
@@ -133,7 +134,7 @@ class Client:
         r = rng.random()
         mode = "full" if r < 0.75 else ("creset" if r < 0.90 else "sreset")
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(a.host, a.port), 30)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(a.host, a.port), 120)
         except (OSError, asyncio.TimeoutError) as e:
             self.fail("connect: " + type(e).__name__)
             return
@@ -189,6 +190,9 @@ class Client:
 
     async def worker(self, a, i, until):
         rng = random.Random(a.seed * 100003 + i)
+        # Ramp up over --ramp seconds: 10,000 simultaneous SYNs overflow any listen backlog and
+        # measure the kernel's SYN retry timer, not the proxy.
+        await asyncio.sleep(a.ramp * i / max(a.conns, 1))
         while time.monotonic() < until:
             await self.one(a, rng)
 
@@ -201,7 +205,8 @@ async def run(a):
     tasks = [asyncio.ensure_future(cl.worker(a, i, until)) for i in range(a.conns)]
     while not all(t.done() for t in tasks):
         await asyncio.sleep(10)
-        print(json.dumps(dict(event="progress", t=round(time.monotonic() - start), conns=cl.conns, lost=cl.lost)),
+        print(json.dumps(dict(event="progress", t=round(time.monotonic() - start), conns=cl.conns, lost=cl.lost,
+                              errors=cl.errors)),
               file=sys.stderr, flush=True)
     print(json.dumps(dict(connections=cl.conns, lost=cl.lost, resets_expected=cl.resets_ok, bytes_up=cl.bytes_up,
                           bytes_down=cl.bytes_down, seconds=round(time.monotonic() - start), errors=cl.errors)),
@@ -216,6 +221,7 @@ def main():
     ap.add_argument("--conns", type=int, default=10000)
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ramp", type=float, default=30, help="seconds over which the connections start")
     a = ap.parse_args()
     asyncio.run(serve(a) if a.command == "serve" else run(a))
 

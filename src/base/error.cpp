@@ -13,6 +13,7 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::kIdentityMismatch: return "identity_mismatch";
     case Errc::kPolicyDenied: return "policy_denied";
     case Errc::kNoHealthyUpstream: return "no_healthy_upstream";
+    case Errc::kLimitExceeded: return "limit_exceeded";
     case Errc::kProtocol: return "protocol";
     case Errc::kReset: return "reset";
     case Errc::kClosed: return "closed";

@@ -21,6 +21,7 @@ enum class Errc {
   kIdentityMismatch,    ///< the peer's SPIFFE identity is not one we expected
   kPolicyDenied,        ///< authorization policy rejected the connection
   kNoHealthyUpstream,   ///< a service has no usable endpoint
+  kLimitExceeded,       ///< a resource bound was reached (concurrent handshakes, pooled connections)
   kProtocol,            ///< the peer broke a protocol (HTTP/2, HBONE, socks5)
   kReset,               ///< the peer reset the connection or stream
   kClosed,              ///< the connection or stream is closed

@@ -10,6 +10,9 @@ Result<SpiffeId> SpiffeId::parse(std::string_view uri) {
     return fail(Errc::kInvalidArgument, "invalid SPIFFE identity '" + std::string(uri) + "': " + std::string(why));
   };
   if (!uri.starts_with(kScheme)) return bad("scheme is not spiffe://");
+  // SPIFFE ID spec §2: a SPIFFE ID has no query and no fragment. Without this check
+  // ".../sa/zcli#frag" would become the service account "zcli#frag".
+  if (uri.find_first_of("?#") != std::string_view::npos) return bad("a SPIFFE ID has no query or fragment");
   std::vector<std::string_view> parts;
   std::string_view rest = uri.substr(kScheme.size());
   while (true) {

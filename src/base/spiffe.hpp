@@ -16,7 +16,8 @@ struct SpiffeId {
   std::string service_account;
 
   /// Parses the URI form. Errc::kInvalidArgument naming the text when the scheme, segment count,
-  /// literals or an empty component are wrong.
+  /// literals or an empty component are wrong, or when it has a query or fragment (`?`, `#`:
+  /// SPIFFE ID spec §2 forbids both).
   [[nodiscard]] static Result<SpiffeId> parse(std::string_view uri);
   /// "spiffe://td/ns/ns/sa/sa".
   [[nodiscard]] std::string to_string() const;

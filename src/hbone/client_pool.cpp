@@ -40,9 +40,28 @@ ClientPool::ClientPool(asio::any_io_executor ex, std::shared_ptr<const base::Net
       certs_(certs),
       sockets_(sockets),
       tasks_(tasks),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      sweep_(ex_) {}
 
-ClientPool::~ClientPool() { close_all(); }
+ClientPool::~ClientPool() {
+  alive_.reset();
+  sweep_.cancel();
+  close_all();
+}
+
+void ClientPool::arm_sweep() {
+  if (sweep_armed_ || pool_.empty()) return;
+  sweep_armed_ = true;
+  sweep_.expires_after(std::min<std::chrono::steady_clock::duration>(options_.idle_release, std::chrono::seconds(10)));
+  sweep_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const std::error_code& ec) {
+    // The pool may already be gone (cancelled, or queued before the destructor ran): touch nothing.
+    if (ec == asio::error::operation_aborted || alive.expired()) return;
+    sweep_armed_ = false;
+    last_sweep_ = {};  // sweep now, whatever the connect-driven schedule says
+    release_idle();
+    arm_sweep();
+  });
+}
 
 void ClientPool::close_all() {
   for (auto& [key, entries] : pool_) {
@@ -79,6 +98,24 @@ std::shared_ptr<h2::Session> ClientPool::checkout(const PoolKey& key) {
   return nullptr;
 }
 
+std::optional<base::Error> ClientPool::dial_refusal(const PoolKey& key) const {
+  auto it = pool_.find(key);
+  if (it == pool_.end()) return std::nullopt;
+  std::size_t live = 0;
+  for (const auto& e : it->second) {
+    if (!e.session->accepting()) continue;  // draining connections end by themselves
+    ++live;
+    // Another connection to the same peer would advertise the same: refuse instead of dialling.
+    if (e.session->peer_max_concurrent_streams() == 0) {
+      return base::Error{Errc::kLimitExceeded, "HBONE peer " + key.destination.to_string() +
+                                                   " allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS = 0)"};
+    }
+  }
+  if (live < options_.max_connections) return std::nullopt;
+  return base::Error{Errc::kLimitExceeded, "HBONE pool to " + key.destination.to_string() + " is full: " +
+                                               std::to_string(live) + " connections, every stream in use"};
+}
+
 void ClientPool::release_idle() {
   auto now = std::chrono::steady_clock::now();
   if (now - last_sweep_ < std::chrono::seconds(10)) return;
@@ -107,6 +144,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
       if (pending->error) co_return std::unexpected(*pending->error);
       continue;
     }
+    if (auto refusal = dial_refusal(key)) co_return std::unexpected(std::move(*refusal));
     auto pending = std::make_shared<Pending>(ex_);
     pending_.emplace(key, pending);
     auto dialled = co_await dial(key);
@@ -115,6 +153,7 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
     pending->done.cancel();
     if (!dialled) co_return std::unexpected(dialled.error());
     pool_[key].push_back(Entry{*dialled, std::chrono::steady_clock::now()});
+    arm_sweep();
   }
 
   auto stream = session->open_stream(headers);

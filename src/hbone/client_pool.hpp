@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/error.hpp"
@@ -34,7 +35,8 @@ struct PoolKey {
 
 /// Pooled HBONE client for one pod on one worker thread: multiplexes CONNECT streams over mTLS
 /// HTTP/2 connections, up to `max_streams` per connection (and the peer's limit), dialling a new
-/// connection when all are full. Concurrent requests for a key without a connection wait for one
+/// connection when all are full, up to `max_connections` per key (issue 11 defect 5: a peer
+/// advertising SETTINGS_MAX_CONCURRENT_STREAMS = 0 made it dial once per outbound connection). Concurrent requests for a key without a connection wait for one
 /// dial instead of each dialling. A connection not checked out for `idle_release` is released:
 /// it gets GOAWAY and closes when its last stream ends. Single-threaded (its executor's thread).
 class ClientPool {
@@ -43,6 +45,9 @@ class ClientPool {
     std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);  ///< TCP + TLS
     std::chrono::steady_clock::duration response_timeout = std::chrono::seconds(10); ///< CONNECT → :status
     std::uint32_t max_streams = 100;
+    /// Live connections per key; when all are full a connect fails with Errc::kLimitExceeded.
+    /// 64 × 100 streams per key per worker is far above what one pod opens to one destination.
+    std::uint32_t max_connections = 64;
     std::chrono::steady_clock::duration idle_release = std::chrono::minutes(5);
     std::uint32_t mark = 0x539;  ///< SO_MARK of the sockets we dial
     h2::Settings h2;
@@ -60,7 +65,9 @@ class ClientPool {
   /// Opens a CONNECT stream to `key.destination` with `headers` and returns it once the peer
   /// answered 200. Errors: Errc::kConnectFailed / kTimeout (dial), kTlsHandshake, kIdentityMismatch
   /// (peer SAN not in key.expected), kCertificate (no certificate for key.source), kProtocol
-  /// (non-200 status, named in the context), kReset (stream refused or connection lost).
+  /// (non-200 status, named in the context), kReset (stream refused or connection lost),
+  /// kLimitExceeded (the key has `max_connections` full connections, or its peer allows no stream:
+  /// SETTINGS_MAX_CONCURRENT_STREAMS = 0 — no further connection is dialled to such a peer).
   asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const PoolKey& key, const h2::Headers& headers);
 
   /// Aborts every pooled connection (their streams see resets).
@@ -80,7 +87,12 @@ class ClientPool {
 
   asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> dial(const PoolKey& key);
   std::shared_ptr<h2::Session> checkout(const PoolKey& key);
+  /// Why no connection of `key` can take a stream and none may be dialled; nullopt if one may.
+  std::optional<base::Error> dial_refusal(const PoolKey& key) const;
   void release_idle();
+  /// Keeps a sweep timer armed while the pool holds connections: without it an idle pool (no
+  /// further connect) would keep its connections, and their fds, forever.
+  void arm_sweep();
 
   asio::any_io_executor ex_;
   std::shared_ptr<const base::Netns> netns_;
@@ -91,6 +103,10 @@ class ClientPool {
   std::map<PoolKey, std::vector<Entry>> pool_;
   std::map<PoolKey, std::shared_ptr<Pending>> pending_;
   std::chrono::steady_clock::time_point last_sweep_ = std::chrono::steady_clock::now();
+  asio::steady_timer sweep_;
+  bool sweep_armed_ = false;
+  /// Expires with the pool: a sweep handler already queued when the pool is destroyed sees it gone.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace meshnode::hbone

@@ -25,6 +25,25 @@ std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std
   return std::string(buf.data(), 55);
 }
 
+std::optional<std::string_view> traceparent_trace_id(std::string_view tp) {
+  auto hex = [](std::string_view s) { return s.find_first_not_of("0123456789abcdef") == std::string_view::npos; };
+  auto zeros = [](std::string_view s) { return s.find_first_not_of('0') == std::string_view::npos; };
+  constexpr std::size_t kLength = 55;  // 2 + 1 + 32 + 1 + 16 + 1 + 2
+  if (tp.size() < kLength || tp[2] != '-' || tp[35] != '-' || tp[52] != '-') return std::nullopt;
+  const auto version = tp.substr(0, 2);
+  const auto trace_id = tp.substr(3, 32);
+  const auto parent_id = tp.substr(36, 16);
+  const auto flags = tp.substr(53, 2);
+  if (!hex(version) || !hex(trace_id) || !hex(parent_id) || !hex(flags)) return std::nullopt;
+  if (version == "ff" || zeros(trace_id) || zeros(parent_id)) return std::nullopt;
+  if (tp.size() > kLength && (version == "00" || tp[kLength] != '-')) return std::nullopt;
+  // Whatever a later version appends is never logged; still refuse control bytes and spaces.
+  for (char c : tp.substr(kLength)) {
+    if (c <= ' ' || c > '~') return std::nullopt;
+  }
+  return trace_id;
+}
+
 base::Result<base::HboneTarget> parse_authority(std::string_view authority) {
   auto invalid = [&] {
     return base::fail(base::Errc::kInvalidArgument, "invalid CONNECT authority '" + std::string(authority) + "'");

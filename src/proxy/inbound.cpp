@@ -13,8 +13,30 @@
 
 namespace meshnode::proxy {
 
+std::string_view handshake_failure_reason(const base::Error& error) {
+  const std::string& text = error.context;
+  auto has = [&text](std::string_view s) { return text.find(s) != std::string::npos; };
+  if (error.code == base::Errc::kLimitExceeded) return has("on this listener") ? "listener_limit" : "source_limit";
+  if (error.code == base::Errc::kTimeout) return "timeout";
+  if (has("URI SAN") || has("not a SPIFFE id")) return "svid";  // verify.cpp svid_identity
+  if (has("trust domain")) return "trust_domain";
+  if (has("expired") || has("not yet valid")) return "expired";
+  if (has("did not return a certificate")) return "no_certificate";
+  if (has("issuer certificate") || has("self-signed") || has("revoked") || has("signature")) return "untrusted";
+  if (has("ALPN") || has("application protocol")) return "alpn";
+  if (has("version") || has("protocol")) return "protocol";
+  return "other";
+}
+
 asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, std::shared_ptr<const void> owner) {
   auto peer = net::peer_addr(socket.native_handle());
+  // Before any TLS state exists: a flood of stalled handshakes costs a socket each, not ~49 KiB.
+  auto acquired = pod_.handshakes.try_acquire(peer ? peer->ip : base::IpAddr{});
+  if (!acquired) {
+    count_setup_failure(acquired.error(), peer, id);
+    co_return;  // the socket closes here
+  }
+  std::optional<HandshakeLimiter::Permit> permit(std::move(*acquired));
   // A connection waits for the pod's certificate (first use, or renewal of an expired one) at most
   // the handshake timeout; without a valid one it fails closed, the reason naming the identity.
   auto identity = co_await hbone::acquire_identity(pod_.inputs.certs, pod_.pod->identity,
@@ -33,6 +55,7 @@ asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, s
   auto session = co_await hbone::accept_hbone(std::move(socket), server_ctx, pod_.inputs.options.handshake_timeout,
                                               settings, std::move(handler), pod_.inputs.tasks,
                                               pod_.inputs.options.reset_budgets);
+  permit.reset();  // the handshake is over, whatever its outcome
   if (!session) {
     count_setup_failure(session.error(), peer, id);
     co_return;
@@ -53,6 +76,7 @@ void Inbound::count_setup_failure(const base::Error& error, const base::Result<b
   pod_.inputs.metrics.on_open(labels);
   labels.response_flags = "TLS_FAILURE";
   pod_.inputs.metrics.on_close(labels, true);
+  pod_.inputs.metrics.on_handshake_failure(handshake_failure_reason(error));
 }
 
 asio::awaitable<void> Inbound::serve_stream(std::shared_ptr<h2::Stream> stream,
@@ -83,8 +107,11 @@ asio::awaitable<std::expected<void, Inbound::Refusal>> Inbound::open(Tunnel& t, 
   rec.labels.reporter = "destination";
   rec.labels.connection_security_policy = "mutual_tls";
   rec.labels.source_principal = conn.peer_identity.to_string();
-  auto traceparent = stream.header("traceparent");
-  rec.id = traceparent.size() == 55 ? std::string(traceparent.substr(3, 32)) : pod_.next_trace_id().hex();
+  // The peer's trace id becomes our connection id in every log line: only a well-formed one.
+  const auto traceparent = stream.header("traceparent");
+  const auto trace_id = hbone::traceparent_trace_id(traceparent);
+  rec.id = trace_id ? std::string(*trace_id) : pod_.next_trace_id().hex();
+  if (!trace_id && !traceparent.empty()) pod_.inputs.metrics.on_invalid_traceparent();
 
   auto snapshot = pod_.inputs.state.load();
   label_inbound(pod_, *snapshot, conn.peer.ip(), rec.labels);

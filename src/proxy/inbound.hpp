@@ -18,6 +18,13 @@
 
 namespace meshnode::proxy {
 
+/// The `reason` label of meshnode_inbound_handshake_failures_total for a failed inbound TLS setup:
+/// "listener_limit" | "source_limit" (HandshakeLimiter), "timeout" (handshake deadline), "svid"
+/// (not exactly one URI SAN, or not a SPIFFE ID), "trust_domain", "expired", "no_certificate",
+/// "untrusted" (unknown issuer, revoked, bad signature), "alpn", "protocol" (TLS version, not
+/// TLS), "other". Pure.
+[[nodiscard]] std::string_view handshake_failure_reason(const base::Error& error);
+
 /// The inbound HBONE path (15008, research §4.2): TLS 1.3 with the pod's certificate, then per
 /// CONNECT stream: validate the authority, authorize, connect to the app, answer 200 only once the
 /// app is reached, copy. 400 (not CONNECT, bad or foreign authority), 401 (policy), 503 (our own

@@ -26,7 +26,14 @@ asio::awaitable<void> InboundPassthrough::serve(asio::ip::tcp::socket socket, Tr
     if (upstream) upstream->reset();
   });
   if (!peer || !orig) {
+    // One outcome per connection, always: this one is logged and counted too.
     downstream.reset();
+    if (peer) rec.src_addr = *peer;
+    base::Error why = !peer ? peer.error() : orig.error();
+    why.context = std::string(!peer ? "inbound plaintext connection without a peer address: "
+                                    : "inbound plaintext connection without an original destination: ") +
+                  why.context;
+    record_refusal(pod_.inputs.metrics, rec, std::move(why), /*opened=*/false);
     co_return;
   }
   const base::ClientAddr client{*peer};

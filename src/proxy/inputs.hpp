@@ -56,6 +56,10 @@ class OnDemandLookup {
 struct ProxyOptions {
   std::chrono::steady_clock::duration connect_timeout = std::chrono::seconds(10);    ///< upstream TCP
   std::chrono::steady_clock::duration handshake_timeout = std::chrono::seconds(10);  ///< inbound TLS
+  /// Concurrent inbound TLS handshakes per pod listener (per worker) and per source IP on it; a
+  /// connection over a bound is closed at once (issue 11 defect 9). ≈ 49 KiB each while stalled.
+  std::size_t max_handshakes_per_listener = 128;
+  std::size_t max_handshakes_per_source = 16;
   h2::Settings h2;
   hbone::ClientPool::Options pool;
   /// Stream-reset budgets per peer identity, shared by every pod's inbound HBONE listener.

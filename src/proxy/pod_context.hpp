@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "base/error.hpp"
 #include "h2/session.hpp"
 #include "hbone/client_pool.hpp"
+#include "proxy/handshake_limiter.hpp"
 #include "proxy/inputs.hpp"
 #include "proxy/tracker.hpp"
 #include "state/snapshot.hpp"
@@ -29,6 +31,10 @@ struct TraceId {
   [[nodiscard]] std::string hex() const;
 };
 
+/// The TCP MSS for an interface MTU (bytes): MTU − IP header − TCP header − 12 bytes of TCP
+/// timestamps, e.g. 1448 for MTU 1500 over IPv4; 0 when the MTU is too small to be real. Pure.
+[[nodiscard]] int mss_for_mtu(int mtu, bool ipv4);
+
 /// What the paths of one pod on one worker share (Outbound, Socks5, Inbound, InboundPassthrough):
 /// the pod, the process-wide inputs, the HBONE client pool, the live connections, the worker's
 /// io_context. Worker thread only, except `tracker.size()`. Owned by the PodWorker; the paths
@@ -41,6 +47,7 @@ struct PodContext {
   ProxyInputs inputs;
   hbone::ClientPool pool;
   ConnectionTracker tracker;
+  HandshakeLimiter handshakes;  ///< inbound HBONE (15008) handshakes in progress
   std::vector<std::weak_ptr<h2::Session>> inbound_sessions;  ///< for drain (GOAWAY) and abort
   bool stopped = false;                                       ///< listeners closed: drain new sessions
 
@@ -58,7 +65,14 @@ struct PodContext {
       const base::NextHop& next_hop, const base::ClientAddr* client = nullptr);
 
  private:
+  /// Sets TCP_MAXSEG on the unconnected socket `fd` (created in the pod netns) to the MSS of the
+  /// pod's interface. The hop from the proxy to the app runs over the pod's loopback (MSS 32741):
+  /// an app with a small receive buffer (SO_RCVBUF 4096) never opens a window of one such segment
+  /// and the transfer crawls on zero-window probes (issue 11 defect 6: 3.2 MB took > 60 s).
+  void clamp_in_pod_mss(int fd, bool ipv4);
+
   std::mt19937_64 rng_;
+  std::optional<int> in_pod_mtu_;  ///< largest non-loopback MTU in the pod netns (0 = none)
 };
 
 }  // namespace meshnode::proxy

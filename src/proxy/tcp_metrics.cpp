@@ -66,4 +66,18 @@ void TcpMetrics::on_close(const TrafficLabels& final_labels, bool failed) {
   registry_.counter(kClosed, "The total number of TCP connections closed", std::move(l)).inc();
 }
 
+void TcpMetrics::on_handshake_failure(std::string_view reason) {
+  registry_
+      .counter("meshnode_inbound_handshake_failures_total",
+               "Inbound HBONE connections whose TLS setup failed, by reason", {{"reason", std::string(reason)}})
+      .inc();
+}
+
+void TcpMetrics::on_invalid_traceparent() {
+  registry_
+      .counter("meshnode_inbound_invalid_traceparent_total",
+               "Inbound CONNECTs whose traceparent header was malformed and dropped")
+      .inc();
+}
+
 }  // namespace meshnode::proxy

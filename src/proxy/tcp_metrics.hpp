@@ -68,6 +68,14 @@ class TcpMetrics {
   /// reset_budget_exceeded). Valid for the registry's life.
   h2::ViolationCounters h2_violations();
 
+  /// Counts an inbound HBONE connection whose TLS setup failed:
+  /// meshnode_inbound_handshake_failures_total{reason} (reason: see Inbound, a short fixed set).
+  void on_handshake_failure(std::string_view reason);
+
+  /// Counts a CONNECT whose traceparent was not W3C-valid and was dropped:
+  /// meshnode_inbound_invalid_traceparent_total.
+  void on_invalid_traceparent();
+
  private:
   telemetry::MetricsRegistry& registry_;
 };

@@ -1,5 +1,7 @@
 #include "rpc/endpoint.hpp"
 
+#include "base/duration.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -137,25 +139,6 @@ Result<std::vector<std::pair<std::string, std::string>>> call_metadata(const End
   return out;
 }
 
-Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  std::string_view unit(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr));
-  if (ec != std::errc() || value < 0)
-    return fail(Errc::kConfig, "invalid duration '" + std::string(text) + "'");
-  double ms = 0;
-  if (unit.empty() || unit == "s") {
-    ms = value * 1000;
-  } else if (unit == "ms") {
-    ms = value;
-  } else if (unit == "m") {
-    ms = value * 60'000;
-  } else if (unit == "h") {
-    ms = value * 3'600'000;
-  } else {
-    return fail(Errc::kConfig, "invalid duration unit in '" + std::string(text) + "' (use ms, s, m or h)");
-  }
-  return std::chrono::milliseconds(static_cast<long long>(ms));
-}
+Result<std::chrono::milliseconds> parse_duration(std::string_view text) { return base::parse_duration(text); }
 
 }  // namespace meshnode::rpc

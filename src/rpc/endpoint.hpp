@@ -70,7 +70,7 @@ struct Endpoint {
     const Endpoint& endpoint);
 
 /// "24h", "90m", "30s", "500ms" or a bare number of seconds → milliseconds.
-/// Errc::kConfig naming the text otherwise.
+/// Errc::kConfig naming the text otherwise (base::parse_duration: also when huge, e.g. "1e300").
 [[nodiscard]] Result<std::chrono::milliseconds> parse_duration(std::string_view text);
 
 }  // namespace meshnode::rpc

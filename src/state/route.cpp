@@ -91,6 +91,13 @@ const Candidate& weighted_pick(const std::vector<Candidate>& candidates, std::ui
 
 Result<Upstream> pick_endpoint(const StateSnapshot& snapshot, const Service& service, const Workload& source,
                                base::SocketAddr orig_dst, std::uint64_t lb_random) {
+  // A port the service does not declare is a client mistake, not an outage: say so (issue 11
+  // defect 10; "no healthy upstream" sent operators looking for dead endpoints). A service
+  // declaring no ports at all leaves the mapping to its endpoints.
+  if (!service.ports.empty() && !service.target_port(orig_dst.port)) {
+    return fail(Errc::kNotFound,
+                "port " + std::to_string(orig_dst.port) + " is not a port of service " + service.key());
+  }
   std::vector<Candidate> candidates;
   for (const auto& endpoint : snapshot.endpoints(service.key())) {
     if (auto c = usable(endpoint, service, source, orig_dst)) candidates.push_back(*c);

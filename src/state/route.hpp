@@ -66,7 +66,9 @@ struct Route {
 ///                  `capacity` among usable endpoints (sorted by uid), indexed by
 ///                  lb_random % total weight, so equal inputs give equal routes.
 /// @returns the route; Errc::kRecursiveCall for loopback:{15001,15006,15008,15080};
-///          Errc::kNoHealthyUpstream naming the service when a VIP has no usable endpoint.
+///          Errc::kNotFound "port N is not a port of service <ns/hostname>" when a VIP is dialled
+///          on a port its service does not declare; Errc::kNoHealthyUpstream naming the service
+///          when a VIP has no usable endpoint for a declared port.
 /// Pure and thread-safe.
 [[nodiscard]] Result<Route> select_route(const StateSnapshot& snapshot, const Workload& source,
                                          base::OrigDstAddr orig_dst, std::uint64_t lb_random);

@@ -68,33 +68,42 @@ bool verify_chain(X509_STORE_CTX* store_ctx, SSL* ssl) {
   return false;
 }
 
-// Client side of HBONE: the server's identity is checked after the handshake (verify_server_identity).
-int verify_server(X509_STORE_CTX* store_ctx, void* /*arg*/) {
-  return verify_chain(store_ctx, ssl_of(store_ctx)) ? 1 : 0;
-}
-
-// Chain verification first, then the HBONE server rule: the client's first URI SAN must be a SPIFFE
-// id of our trust domain (research §2.1). Authorization by identity happens later, in policy.
-int verify_client(X509_STORE_CTX* store_ctx, void* arg) {
-  SSL* ssl = ssl_of(store_ctx);
-  if (!verify_chain(store_ctx, ssl)) return 0;
-  const auto& ours = *static_cast<const std::string*>(arg);
-  std::vector<std::string> sans = uri_sans(X509_STORE_CTX_get0_cert(store_ctx));
-  std::string reason;
-  if (sans.empty()) {
-    reason = "client certificate has no URI SAN";
-  } else if (auto id = base::SpiffeId::parse(sans.front()); !id) {
-    reason = "client identity is not a SPIFFE id: " + sans.front();
-  } else if (id->trust_domain != ours) {
-    reason = "client trust domain '" + id->trust_domain + "' does not match '" + ours + "'";
-  } else {
-    return 1;
-  }
+void refuse_application(X509_STORE_CTX* store_ctx, SSL* ssl, const std::string& reason) {
   X509_STORE_CTX_set_error(store_ctx, X509_V_ERR_APPLICATION_VERIFICATION);
   if (ssl != nullptr) {
     set_verify_failure_reason(
         ssl, std::string(X509_verify_cert_error_string(X509_V_ERR_APPLICATION_VERIFICATION)) + ": " + reason);
   }
+}
+
+// Client side of HBONE: the leaf must be an X.509-SVID (one URI SAN, a valid SPIFFE ID); which
+// identity is acceptable is checked after the handshake (verify_server_identity).
+int verify_server(X509_STORE_CTX* store_ctx, void* /*arg*/) {
+  SSL* ssl = ssl_of(store_ctx);
+  if (!verify_chain(store_ctx, ssl)) return 0;
+  auto id = svid_identity(X509_STORE_CTX_get0_cert(store_ctx));
+  if (id) return 1;
+  refuse_application(store_ctx, ssl, "server " + id.error().context);
+  return 0;
+}
+
+// Chain verification first, then the HBONE server rule: the client leaf must be an X.509-SVID
+// (exactly one URI SAN, a SPIFFE ID without query or fragment) of our trust domain (research
+// §2.1). Authorization by identity happens later, in policy.
+int verify_client(X509_STORE_CTX* store_ctx, void* arg) {
+  SSL* ssl = ssl_of(store_ctx);
+  if (!verify_chain(store_ctx, ssl)) return 0;
+  const auto& ours = *static_cast<const std::string*>(arg);
+  auto id = svid_identity(X509_STORE_CTX_get0_cert(store_ctx));
+  std::string reason;
+  if (!id) {
+    reason = "client " + id.error().context;
+  } else if (id->trust_domain != ours) {
+    reason = "client trust domain '" + id->trust_domain + "' does not match '" + ours + "'";
+  } else {
+    return 1;
+  }
+  refuse_application(store_ctx, ssl, reason);
   return 0;
 }
 

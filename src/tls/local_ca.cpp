@@ -66,20 +66,22 @@ Result<void> add_extension(X509* cert, X509* issuer, int nid, const char* value)
 }
 
 // Built by hand rather than via the config syntax so no character of the URI can be read as syntax.
-Result<void> add_uri_san(X509* cert, const std::string& uri) {
+Result<void> add_uri_sans(X509* cert, const std::vector<std::string>& uris) {
   GeneralNamesPtr names(GENERAL_NAMES_new());
-  GENERAL_NAME* name = GENERAL_NAME_new();
-  ASN1_IA5STRING* ia5 = ASN1_IA5STRING_new();
-  if (!names || name == nullptr || ia5 == nullptr ||
-      ASN1_STRING_set(ia5, uri.data(), static_cast<int>(uri.size())) != 1) {
-    GENERAL_NAME_free(name);
-    ASN1_IA5STRING_free(ia5);
-    return fail_ossl(Errc::kCertificate, "cannot build URI SAN");
-  }
-  GENERAL_NAME_set0_value(name, GEN_URI, ia5);
-  if (sk_GENERAL_NAME_push(names.get(), name) == 0) {
-    GENERAL_NAME_free(name);
-    return fail_ossl(Errc::kCertificate, "cannot build URI SAN");
+  if (!names) return fail_ossl(Errc::kCertificate, "cannot build URI SAN");
+  for (const auto& uri : uris) {
+    GENERAL_NAME* name = GENERAL_NAME_new();
+    ASN1_IA5STRING* ia5 = ASN1_IA5STRING_new();
+    if (name == nullptr || ia5 == nullptr || ASN1_STRING_set(ia5, uri.data(), static_cast<int>(uri.size())) != 1) {
+      GENERAL_NAME_free(name);
+      ASN1_IA5STRING_free(ia5);
+      return fail_ossl(Errc::kCertificate, "cannot build URI SAN");
+    }
+    GENERAL_NAME_set0_value(name, GEN_URI, ia5);
+    if (sk_GENERAL_NAME_push(names.get(), name) == 0) {
+      GENERAL_NAME_free(name);
+      return fail_ossl(Errc::kCertificate, "cannot build URI SAN");
+    }
   }
   // Critical: the subject is empty, so the SAN is the only name (RFC 5280 §4.2.1.6; Istio does this).
   if (X509_add1_ext_i2d(cert, NID_subject_alt_name, names.get(), 1, X509V3_ADD_DEFAULT) != 1) {
@@ -122,15 +124,13 @@ Result<X509Ptr> make_root(EVP_PKEY* key) {
   return cert;
 }
 
-Result<X509Ptr> make_leaf(const std::string& uri, EVP_PKEY* leaf_key, X509* root, EVP_PKEY* root_key,
-                          std::chrono::seconds validity) {
+Result<X509Ptr> make_leaf(const std::vector<std::string>& uris, EVP_PKEY* leaf_key, X509* root, EVP_PKEY* root_key,
+                          Clock::time_point from, Clock::time_point to) {
   X509Ptr cert(X509_new());
   if (!cert || X509_set_version(cert.get(), X509_VERSION_3) != 1) {
     return fail_ossl(Errc::kCertificate, "X509_new");
   }
-  auto now = Clock::now();
-  auto basics =
-      apply_all({set_random_serial(cert.get()), set_validity(cert.get(), now - kBackdate, now + validity)});
+  auto basics = apply_all({set_random_serial(cert.get()), set_validity(cert.get(), from, to)});
   if (!basics) return std::unexpected(basics.error());
   if (X509_set_issuer_name(cert.get(), X509_get_subject_name(root)) != 1 ||
       X509_set_pubkey(cert.get(), leaf_key) != 1) {
@@ -141,7 +141,7 @@ Result<X509Ptr> make_leaf(const std::string& uri, EVP_PKEY* leaf_key, X509* root
       add_extension(cert.get(), root, NID_key_usage, "critical,digitalSignature,keyEncipherment"),
       add_extension(cert.get(), root, NID_ext_key_usage, "serverAuth,clientAuth"),
       add_extension(cert.get(), root, NID_authority_key_identifier, "keyid:always"),
-      add_uri_san(cert.get(), uri),
+      add_uri_sans(cert.get(), uris),
   });
   if (!ext) return std::unexpected(ext.error());
   if (X509_sign(cert.get(), root_key, EVP_sha256()) <= 0) {
@@ -308,13 +308,33 @@ Result<CertifiedKey> LocalCa::issue(const base::SpiffeId& id) {
   auto key = generate_p256_key();
   if (!key) return std::unexpected(key.error());
   std::lock_guard lock(mu_);
-  auto leaf = make_leaf(id.to_string(), key->get(), root_.get(), root_key_.get(), leaf_validity_);
+  const auto now = Clock::now();
+  auto leaf = make_leaf({id.to_string()}, key->get(), root_.get(), root_key_.get(), now - kBackdate,
+                        now + leaf_validity_);
   if (!leaf) return std::unexpected(leaf.error());
   CertifiedKey ck;
   ck.leaf = std::move(*leaf);
   ck.key = std::move(*key);
   ck.roots.push_back(share(root_.get()));
   if (auto r = fill_leaf_metadata(ck); !r) return std::unexpected(r.error());
+  return ck;
+}
+
+Result<CertifiedKey> LocalCa::issue_for_test(const std::vector<std::string>& uri_sans, const base::SpiffeId& identity,
+                                             std::chrono::system_clock::time_point not_before,
+                                             std::chrono::system_clock::time_point not_after) {
+  auto key = generate_p256_key();
+  if (!key) return std::unexpected(key.error());
+  std::lock_guard lock(mu_);
+  auto leaf = make_leaf(uri_sans, key->get(), root_.get(), root_key_.get(), not_before, not_after);
+  if (!leaf) return std::unexpected(leaf.error());
+  CertifiedKey ck;
+  ck.identity = identity;
+  ck.leaf = std::move(*leaf);
+  ck.key = std::move(*key);
+  ck.roots.push_back(share(root_.get()));
+  ck.not_before = not_before;
+  ck.not_after = not_after;
   return ck;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tls/certificate.hpp"
 
@@ -40,6 +41,13 @@ class LocalCa final : public CertificateProvider {
   /// Errc::kCertificate when OpenSSL fails. Thread-safe (serialised by an internal mutex).
   [[nodiscard]] Result<CertifiedKey> issue(const base::SpiffeId& id) override;
 
+  /// Test hook: a leaf like `issue` but with exactly `uri_sans` (any text, any count) and the
+  /// validity [not_before, not_after] (e.g. expired); `identity` is stored as given (not derived),
+  /// so certificates our own code would refuse can be presented. Errc::kCertificate on failure.
+  [[nodiscard]] Result<CertifiedKey> issue_for_test(const std::vector<std::string>& uri_sans,
+                                                    const base::SpiffeId& identity,
+                                                    std::chrono::system_clock::time_point not_before,
+                                                    std::chrono::system_clock::time_point not_after);
   /// The root certificate (owned by this object). Immutable; safe to read from any thread.
   [[nodiscard]] X509* root() const noexcept { return root_.get(); }
   /// PEM text of the root certificate.

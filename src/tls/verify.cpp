@@ -40,13 +40,25 @@ Result<const X509*> verified_peer(const SSL* ssl) {
 
 }  // namespace
 
+Result<base::SpiffeId> svid_identity(const X509* cert) {
+  std::vector<std::string> sans = uri_sans(cert);
+  if (sans.empty()) return fail(Errc::kIdentityMismatch, "certificate has no URI SAN");
+  // Taking the first of several would let a CA-signed certificate carry an identity a reader of
+  // the certificate does not expect; the SVID spec allows exactly one.
+  if (sans.size() > 1) {
+    return fail(Errc::kIdentityMismatch, "certificate has " + std::to_string(sans.size()) +
+                                             " URI SANs (an X.509-SVID has exactly one): " + join(sans));
+  }
+  auto id = base::SpiffeId::parse(sans.front());
+  if (!id) return fail(Errc::kIdentityMismatch, "certificate identity is not a SPIFFE id: " + id.error().context);
+  return id;
+}
+
 Result<base::SpiffeId> peer_identity(const SSL* ssl) {
   auto peer = verified_peer(ssl);
   if (!peer) return std::unexpected(peer.error());
-  std::vector<std::string> sans = uri_sans(*peer);
-  if (sans.empty()) return fail(Errc::kIdentityMismatch, "peer certificate has no URI SAN");
-  auto id = base::SpiffeId::parse(sans.front());
-  if (!id) return fail(Errc::kIdentityMismatch, "peer identity: " + id.error().context);
+  auto id = svid_identity(*peer);
+  if (!id) return fail(Errc::kIdentityMismatch, "peer " + id.error().context);
   return id;
 }
 
@@ -54,6 +66,11 @@ Result<base::SpiffeId> verify_server_identity(const SSL* ssl, std::span<const ba
   auto peer = verified_peer(ssl);
   if (!peer) return std::unexpected(peer.error());
   std::vector<std::string> sans = uri_sans(*peer);
+  if (sans.size() > 1) {
+    return fail(Errc::kIdentityMismatch, "identity verification error: peer certificate has " +
+                                             std::to_string(sans.size()) +
+                                             " URI SANs (an X.509-SVID has exactly one): " + join(sans));
+  }
   std::vector<std::string> wanted;
   wanted.reserve(expected.size());
   for (const auto& id : expected) wanted.push_back(id.to_string());
@@ -86,6 +103,10 @@ std::string verify_failure_reason(const SSL* ssl) {
   }
   long result = SSL_get_verify_result(ssl);
   if (result != X509_V_OK) return X509_verify_cert_error_string(result);
+  // Only once the ClientHello was accepted could a certificate have been due: a TLS 1.2 or
+  // plaintext client fails earlier, and OpenSSL's own error (e.g. "unsupported protocol") says why.
+  const OSSL_HANDSHAKE_STATE state = SSL_get_state(ssl);
+  if (state == TLS_ST_BEFORE || state == TLS_ST_SR_CLNT_HELLO) return {};
   if (SSL_get0_peer_certificate(ssl) == nullptr && !SSL_is_init_finished(ssl)) {
     return "peer did not return a certificate";
   }

@@ -9,15 +9,22 @@
 
 namespace meshnode::tls {
 
-/// The peer's identity after a completed handshake: the first URI SAN of its leaf certificate.
-/// @returns Errc::kIdentityMismatch when there is no peer certificate, no URI SAN, or the first
-///          URI SAN is not an Istio SPIFFE id; Errc::kTlsHandshake when chain verification did not
+/// The identity an X.509-SVID carries (SPIFFE X509-SVID spec §2: exactly one URI SAN, a SPIFFE ID
+/// with no query or fragment, SPIFFE ID spec §2), as an Istio SPIFFE identity.
+/// @returns Errc::kIdentityMismatch with "certificate has no URI SAN", "certificate has N URI SANs
+///          (an X.509-SVID has exactly one): [...]" or "certificate identity is not a SPIFFE id:
+///          <why>". Pure; any thread.
+[[nodiscard]] Result<base::SpiffeId> svid_identity(const X509* cert);
+
+/// The peer's identity after a completed handshake: the one URI SAN of its leaf (svid_identity).
+/// @returns Errc::kIdentityMismatch when there is no peer certificate or svid_identity refuses it; Errc::kTlsHandshake when chain verification did not
 ///          succeed (fails closed if a caller ever disables SSL_VERIFY_PEER).
 /// Reads only `ssl`; call from the thread that owns the connection.
 [[nodiscard]] Result<base::SpiffeId> peer_identity(const SSL* ssl);
 
-/// Client-side HBONE identity check (research §2.1): succeeds when SOME URI SAN of the peer leaf
-/// equals one of `expected`, and returns that identity. DNS and IP SANs are ignored.
+/// Client-side HBONE identity check (research §2.1): succeeds when the peer leaf is an X.509-SVID
+/// (svid_identity: exactly one URI SAN) whose identity equals one of `expected`, and returns it.
+/// DNS and IP SANs are ignored.
 /// @returns Errc::kIdentityMismatch with "identity verification error: peer did not present the
 ///          expected SAN ([spiffe://...]), got [spiffe://...]" otherwise, including when `expected`
 ///          is empty (fails closed); Errc::kTlsHandshake when chain verification did not succeed.

@@ -116,11 +116,17 @@ Result<net::Dialable> DirectSockets::upstream(const base::Netns* netns, const So
   return net::Dialable{std::move(*fd), to};
 }
 
+void DirectSockets::no_original_dst(const SocketAddr& client) {
+  std::lock_guard lock(mu_);
+  no_original_dst_.insert(client);
+}
+
 Result<SocketAddr> DirectSockets::original_dst(int fd) {
   auto peer = net::peer_addr(fd);
   if (peer) {
     std::lock_guard lock(mu_);
     if (auto it = redirects_.find(*peer); it != redirects_.end()) return it->second;
+    if (no_original_dst_.contains(*peer)) return fail(Errc::kIo, "getsockopt SO_ORIGINAL_DST: no NAT entry (test)");
   }
   return net::local_addr(fd);
 }

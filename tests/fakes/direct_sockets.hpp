@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,8 @@ class DirectSockets final : public net::SocketFactory {
                                                                             std::vector<base::IpAddr> ips);
   /// Connections from `client` were meant for `orig_dst` (what NAT would have recorded).
   void redirect(const base::SocketAddr& client, const base::SocketAddr& orig_dst);
+  /// original_dst fails for connections from `client` (as SO_ORIGINAL_DST does without NAT).
+  void no_original_dst(const base::SocketAddr& client);
   /// Where a listener asked for `addr` really listens (`addr` itself when none was asked for).
   [[nodiscard]] base::SocketAddr bound(const base::SocketAddr& addr) const;
   /// Makes every later listener in `netns` fail with EADDRINUSE (a port taken in the pod).
@@ -58,6 +61,7 @@ class DirectSockets final : public net::SocketFactory {
   std::map<Key, bool> failing_;
   std::map<base::SocketAddr, std::uint16_t> ports_;  ///< (pod IP, asked port) → bound port
   std::map<base::SocketAddr, base::SocketAddr> redirects_;
+  std::set<base::SocketAddr> no_original_dst_;
   int listeners_ = 0;
 };
 

@@ -19,7 +19,10 @@ TEST(SpiffeId, RejectsEveryMalformedShapeWithTheText) {
   for (const char* bad : {"", "spiffe://", "http://cluster.local/ns/a/sa/b", "spiffe://cluster.local/ns/a/sa",
                           "spiffe://cluster.local/ns/a/sa/b/extra", "spiffe://cluster.local/namespace/a/sa/b",
                           "spiffe://cluster.local/ns/a/serviceaccount/b", "spiffe:///ns/a/sa/b",
-                          "spiffe://cluster.local/ns//sa/b", "spiffe://cluster.local/ns/a/sa/"}) {
+                          "spiffe://cluster.local/ns//sa/b", "spiffe://cluster.local/ns/a/sa/",
+                          // issue 11 defect 9: SPIFFE ID spec §2, no query and no fragment
+                          "spiffe://cluster.local/ns/a/sa/zcli#frag", "spiffe://cluster.local/ns/a/sa/b?x=1",
+                          "spiffe://cluster.local/ns/a/sa/b#", "spiffe://cluster.local?q/ns/a/sa/b"}) {
     auto id = SpiffeId::parse(bad);
     ASSERT_FALSE(id) << bad;
     EXPECT_EQ(id.error().code, Errc::kInvalidArgument);

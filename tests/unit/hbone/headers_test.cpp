@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <cctype>
 #include <string>
 #include <vector>
@@ -143,6 +145,28 @@ TEST(ConnectHeaders, ForwardedNamesTheClientAndTheServiceHost) {
   ASSERT_GE(h.size(), 3u);
   EXPECT_EQ(h[2].name, "forwarded");
   EXPECT_EQ(h[2].value, "for=\"[fd00::1]:5000\";host=svc.ns.svc.cluster.local");
+}
+
+// Issue 11 defect 7: the peer's traceparent became the connection id of every log line as long as
+// it was 55 bytes, so spaces and tabs could forge access-log fields. W3C Trace Context §3.2.
+TEST(TraceparentTraceId, AcceptsOnlyW3cFormat) {
+  const std::string good = make_traceparent(0x0123456789abcdef, 0xfedcba9876543210, 42);
+  ASSERT_EQ(traceparent_trace_id(good), std::optional<std::string_view>("0123456789abcdeffedcba9876543210"));
+  EXPECT_TRUE(traceparent_trace_id("01-0123456789abcdef0123456789abcdef-0123456789abcdef-01-future"));
+  for (std::string_view bad : {
+           "", "00", "00-0123456789abcdef0123456789abcdef-0123456789abcdef-0",
+           "00-0123456789abcdef0123456789abcd f-0123456789abcdef-01",  // a space forging a field
+           "00-0123456789abcdef0123456789abcd\tf-0123456789abcdef-01",
+           "00-0123456789ABCDEF0123456789abcdef-0123456789abcdef-01",  // upper case
+           "00-00000000000000000000000000000000-0123456789abcdef-01",  // all-zero trace id
+           "00-0123456789abcdef0123456789abcdef-0000000000000000-01",  // all-zero parent id
+           "ff-0123456789abcdef0123456789abcdef-0123456789abcdef-01",  // forbidden version
+           "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01-x",  // version 00 has no suffix
+           "01-0123456789abcdef0123456789abcdef-0123456789abcdef-01x",
+           "01-0123456789abcdef0123456789abcdef-0123456789abcdef-01- a=b",
+           "00_0123456789abcdef0123456789abcdef_0123456789abcdef_01"}) {
+    EXPECT_FALSE(traceparent_trace_id(bad)) << bad;
+  }
 }
 
 }  // namespace

@@ -166,6 +166,52 @@ TEST(HbonePool, OneHundredFiftyConcurrentStreamsUseTwoConnections) {
   lo.run(one_hundred_fifty_streams(lo), 30s);
 }
 
+// Issue 11 defect 5: before the cap, every connect to a peer advertising
+// SETTINGS_MAX_CONCURRENT_STREAMS = 0 dialled (and TLS-handshook) one more connection.
+asio::awaitable<void> peer_allowing_no_stream(HboneLoopback& lo) {
+  for (int i = 0; i < 20; ++i) {
+    auto stream = co_await lo.connect("echo", "z" + std::to_string(i));
+    CO_ASSERT(!stream, "a stream opened although the peer allows none");
+    if (i > 0) {
+      EXPECT_EQ(stream.error().code, Errc::kLimitExceeded) << stream.error().message();
+      EXPECT_NE(stream.error().message().find("SETTINGS_MAX_CONCURRENT_STREAMS = 0"), std::string::npos)
+          << stream.error().message();
+    }
+  }
+  EXPECT_EQ(lo.accepted(), 1u) << "one TLS connection for 20 connects";
+  EXPECT_EQ(lo.pool().connection_count(), 1u);
+  EXPECT_EQ(lo.streams_served, 0);
+}
+
+TEST(HbonePool, PeerAllowingNoStreamGetsOneConnectionNotOnePerConnect) {
+  HboneLoopback lo;
+  lo.server_settings.max_concurrent_streams = 0;
+  lo.run(peer_allowing_no_stream(lo));
+}
+
+asio::awaitable<void> full_pool(HboneLoopback& lo) {
+  // Two connections of one stream each, both held open by a "sink" stream that never ends.
+  auto first = co_await lo.connect("sink", "a");
+  CO_ASSERT(first, first.error().message());
+  auto second = co_await lo.connect("sink", "b");
+  CO_ASSERT(second, second.error().message());
+  EXPECT_EQ(lo.pool().connection_count(), 2u);
+  auto third = co_await lo.connect("sink", "c");
+  CO_ASSERT(!third, "a third connection was dialled past max_connections = 2");
+  EXPECT_EQ(third.error().code, Errc::kLimitExceeded) << third.error().message();
+  EXPECT_NE(third.error().message().find("is full: 2 connections"), std::string::npos) << third.error().message();
+  EXPECT_EQ(lo.accepted(), 2u);
+  (*first)->reset();
+  (*second)->reset();
+}
+
+TEST(HbonePool, ConnectionsPerKeyAreCapped) {
+  HboneLoopback lo;
+  lo.server_settings.max_concurrent_streams = 1;
+  lo.options().max_connections = 2;
+  lo.run(full_pool(lo));
+}
+
 asio::awaitable<void> client_without_certificate(HboneLoopback& lo) {
   // A TLS 1.3 client offering ALPN h2 but no certificate.
   tls::SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()));

@@ -189,7 +189,11 @@ inline Exchange round_trip(fakes::DirectSockets& sockets, const base::IpAddr& fr
   auto fd = connect_from(sockets, from_ip, to, orig_dst);
   out.connected = fd.valid();
   if (!fd) return out;
-  if (!send_all(fd.get(), send)) return out;
+  if (!send_all(fd.get(), send)) {
+    // A refusal can reset the connection before the request is even written.
+    out.reset = errno == ECONNRESET || errno == EPIPE;
+    return out;
+  }
   ::shutdown(fd.get(), SHUT_WR);
   read_into(fd.get(), out);
   return out;
@@ -261,21 +265,28 @@ class DirectProxy {
   }
 
   void publish(std::shared_ptr<const state::StateSnapshot> snapshot) { store_.store(std::move(snapshot)); }
+  /// The data-path options pods started from now on get (timeouts 3 s by default).
+  [[nodiscard]] ProxyOptions& options() { return options_; }
+  /// The built-in CA's directory (another LocalCa loaded from it signs with the same root).
+  [[nodiscard]] const std::filesystem::path& ca_dir() const { return dir_.path(); }
+  [[nodiscard]] tls::CertManager& certs() { return *certs_; }
   [[nodiscard]] std::string metrics() const { return registry_.render(); }
   [[nodiscard]] fakes::DirectSockets& sockets() { return sockets_; }
   [[nodiscard]] const net::DrainScope& tasks() const { return tasks_; }
 
  private:
-  ProxyInputs inputs() {
+  ProxyInputs inputs() { return ProxyInputs{store_, *certs_, tcp_metrics_, sockets_, tasks_, options_}; }
+  static ProxyOptions default_options() {
     ProxyOptions options;
     options.connect_timeout = 3s;
     options.handshake_timeout = 3s;
-    return ProxyInputs{store_, *certs_, tcp_metrics_, sockets_, tasks_, options};
+    return options;
   }
 
   std::array<std::uint8_t, 3> net_{};
   tls::testing::TempDir dir_;
   std::unique_ptr<tls::CertManager> certs_;
+  ProxyOptions options_ = default_options();
   telemetry::MetricsRegistry registry_;
   TcpMetrics tcp_metrics_{registry_};
   state::StateStore store_{state::StateSnapshot::empty()};

@@ -114,6 +114,8 @@ std::vector<RouteCase> route_cases() {
        {},
        {K::kHbone, "10.0.1.2:15008", "10.0.1.2:8081", "b", kWeb, {kWebId, kCanaryId}}},
       {"VipPortNotMappedAnywhere", "10.96.0.1:9090", 0, Errc::kNoHealthyUpstream, {}},
+      // Issue 11 defect 10: was kNoHealthyUpstream, the same words as a service without endpoints.
+      {"VipPortNotAPortOfTheService", "10.96.0.1:7070", 0, Errc::kNotFound, {}},
       {"VipWithoutEndpoints", "10.96.0.4:80", 0, Errc::kNoHealthyUpstream, {}},
       {"UnhealthyEndpointSkipped",
        "10.96.0.3:80",
@@ -212,6 +214,9 @@ TEST(SelectRoute, ErrorsNameTheServiceAndTheLoop) {
   ASSERT_FALSE(none.has_value());
   EXPECT_EQ(none.error().context,
             "no healthy upstream for service default/empty.default.svc.cluster.local port 80");
+  auto port = select_route(*snapshot, *source, base::OrigDstAddr{base::SocketAddr::parse("10.96.0.1:7070").value()}, 0);
+  ASSERT_FALSE(port.has_value());
+  EXPECT_EQ(port.error().context, "port 7070 is not a port of service default/web.default.svc.cluster.local");
   auto loop = select_route(*snapshot, *source, base::OrigDstAddr{base::SocketAddr::parse("127.0.0.1:15001").value()}, 0);
   ASSERT_FALSE(loop.has_value());
   EXPECT_EQ(loop.error().context, "attempted recursive call to ourselves: 127.0.0.1:15001");

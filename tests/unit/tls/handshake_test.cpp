@@ -2,6 +2,8 @@
 #include <openssl/err.h>
 
 #include <array>
+#include <chrono>
+#include <vector>
 #include <string_view>
 
 #include "tls/context.hpp"
@@ -161,6 +163,73 @@ TEST_F(Handshake, ServerFromAnotherCaIsRejectedByClient) {
   ASSERT_TRUE(foreign_server);
   Connection c = handshake(client_ctx_.get(), foreign_server.get());
   EXPECT_EQ(c.client_state, Side::kFailed);
+}
+
+// Issue 11 defect 9: an X.509-SVID has exactly one URI SAN and a SPIFFE ID no query or fragment.
+// Before the fix the server took the first SAN (two SANs) and "zcli#frag" as a service account.
+class SvidShape : public Handshake {
+ protected:
+  SslCtxPtr odd_context(const std::vector<std::string>& sans, bool server) {
+    const auto now = std::chrono::system_clock::now();
+    auto ck = ca_->issue_for_test(sans, server ? server_id_ : client_id_, now - std::chrono::minutes(1),
+                                  now + std::chrono::hours(1));
+    EXPECT_TRUE(ck) << ck.error().message();
+    if (!ck) return nullptr;
+    auto ctx = server ? make_server_context(*ck) : make_client_context(*ck);
+    EXPECT_TRUE(ctx) << ctx.error().message();
+    return ctx ? std::move(*ctx) : nullptr;
+  }
+  void expect_server_refuses(const std::vector<std::string>& sans, std::string_view why) {
+    SslCtxPtr odd = odd_context(sans, /*server=*/false);
+    ASSERT_TRUE(odd);
+    Connection c = handshake(odd.get(), server_ctx_.get());
+    EXPECT_EQ(c.server_state, Side::kFailed);
+    EXPECT_EQ(c.client_state, Side::kFailed);
+    std::string reason = verify_failure_reason(c.server.get());
+    EXPECT_NE(reason.find(why), std::string::npos) << reason;
+  }
+};
+
+TEST_F(SvidShape, ServerRefusesClientWithTwoUriSans) {
+  expect_server_refuses({client_id_.to_string(), "spiffe://cluster.local/ns/kube-system/sa/admin"},
+                        "client certificate has 2 URI SANs (an X.509-SVID has exactly one)");
+  // Order does not matter: neither SAN is taken.
+  expect_server_refuses({"spiffe://cluster.local/ns/kube-system/sa/admin", client_id_.to_string()}, "2 URI SANs");
+}
+
+TEST_F(SvidShape, ServerRefusesSpiffeIdWithFragmentOrQuery) {
+  expect_server_refuses({"spiffe://cluster.local/ns/default/sa/zcli#frag"}, "no query or fragment");
+  expect_server_refuses({"spiffe://cluster.local/ns/default/sa/zcli?x=1"}, "no query or fragment");
+}
+
+TEST_F(SvidShape, ClientRefusesServerWithTwoUriSans) {
+  SslCtxPtr odd = odd_context({server_id_.to_string(), "spiffe://cluster.local/ns/default/sa/other"}, true);
+  ASSERT_TRUE(odd);
+  Connection c = handshake(client_ctx_.get(), odd.get());
+  EXPECT_EQ(c.client_state, Side::kFailed);
+  std::string reason = verify_failure_reason(c.client.get());
+  EXPECT_NE(reason.find("server certificate has 2 URI SANs"), std::string::npos) << reason;
+}
+
+TEST(SvidIdentity, ExactlyOneValidUriSan) {
+  TempDir dir;
+  auto ca = LocalCa::load_or_create(dir.path());
+  ASSERT_TRUE(ca);
+  const auto now = std::chrono::system_clock::now();
+  auto issue = [&](std::vector<std::string> sans) {
+    return (*ca)->issue_for_test(sans, {}, now, now + std::chrono::hours(1)).value();
+  };
+  auto one = svid_identity(issue({"spiffe://cluster.local/ns/a/sa/b"}).leaf.get());
+  ASSERT_TRUE(one) << one.error().message();
+  EXPECT_EQ(one->service_account, "b");
+  for (auto sans : {std::vector<std::string>{}, std::vector<std::string>{"spiffe://td/ns/a/sa/b", "spiffe://td/ns/a/sa/c"},
+                    std::vector<std::string>{"spiffe://td/ns/a/sa/b#f"}}) {
+    auto id = svid_identity(issue(sans).leaf.get());
+    EXPECT_FALSE(id) << sans.size();
+    if (!id) {
+      EXPECT_EQ(id.error().code, base::Errc::kIdentityMismatch);
+    }
+  }
 }
 
 }  // namespace

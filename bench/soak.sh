@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Soak (issue 11): SOAK_CONNS (10,000) concurrent tunnelled connections for SOAK_SECONDS (600) on
+# the simulated cluster (scripts/lib/cluster.sh: 2 nodes, client pod on node 1, server pod on
+# node 2, both enrolled, HBONE between the nodes). Random sizes (0 B .. 1 MiB), half-closes both
+# ways, client and server resets; every byte is checked both ways (bench/soak.py). Prints
+# connections, bytes, lost (must be 0) and each proxy's RSS and fds before, at peak load and
+# after the pools' idle release (SOAK_SETTLE seconds, default 330: idle_release is 5 min), and
+# fails when lost > 0 or RSS/fds do not come back within 10 % of the start. Needs root.
+#
+#   sudo bench/soak.sh                    # 10 minutes
+#   sudo SOAK_SECONDS=60 SOAK_CONNS=2000 bench/soak.sh
+set -uo pipefail
+
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH/.." && pwd)
+source "$REPO/scripts/lib/common.sh"
+source "$REPO/scripts/lib/cluster.sh"
+ensure_root "${BASH_SOURCE[0]}" "$@"
+
+: "${SOAK_SECONDS:=600}" "${SOAK_CONNS:=10000}" "${SOAK_SETTLE:=330}" "${SOAK_PORT:=7100}"
+PROXY_BIN=${MESHNODE_PROXY_BIN:-$REPO/build/release/src/app/meshnode-proxy}
+if [[ ! -x $PROXY_BIN ]]; then
+  build_proxy "$REPO" >&2 || { echo "soak: proxy build failed" >&2; exit 2; }
+fi
+log() { printf '[soak %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+RUN=$(mktemp -d /tmp/mn-soak.XXXXXX)
+PREFIX=$(cluster_new_prefix)
+PIDS=()
+cleanup() {
+  trap - EXIT INT TERM
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  cluster_down "$PREFIX" >/dev/null 2>&1 || true
+  [[ ${SOAK_KEEP:-0} == 1 ]] || rm -rf "$RUN"
+}
+trap cleanup EXIT INT TERM
+
+log "cluster $PREFIX: 2 nodes x 1 pod; run dir $RUN"
+cluster_up "$PREFIX" 2 1 "$RUN/cluster" || { echo "soak: cluster_up failed" >&2; exit 2; }
+get() { cluster_env_get "$RUN/cluster/cluster.env" "$1"; }
+N1=$(get MN_NODE1_NETNS) N2=$(get MN_NODE2_NETNS) N1_IP=$(get MN_NODE1_IP) N2_IP=$(get MN_NODE2_IP)
+C_NS=$(get MN_POD_1_0_NETNS) S_NS=$(get MN_POD_2_0_NETNS) S_IP=$(get MN_POD_2_0_IP)
+for ns in $(cluster_netns_of "$PREFIX"); do
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="10000 60999" 2>/dev/null
+  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_tw_reuse=1 2>/dev/null
+  ip netns exec "$ns" sysctl -qw net.core.somaxconn=8192 2>/dev/null
+done
+cat >"$RUN/mesh.yaml" <<YAML
+workloads:
+- {uid: soak-client, name: soak-client, namespace: default, serviceAccount: client, workloadIps: ["$(get MN_POD_1_0_IP)"], protocol: HBONE, node: node1}
+- {uid: soak-server, name: soak-server, namespace: default, serviceAccount: server, workloadIps: ["$S_IP"], protocol: HBONE, node: node2}
+YAML
+
+# The fd limit is raised for the test peers; the proxies raise their own soft limit to the hard one.
+ulimit -Hn 1048576 2>/dev/null || true
+start_proxy() { # $1 = node netns, $2 = pod uid, $3 = pod netns, $4 = node ip, $5 = label
+  ip netns exec "$1" "$PROXY_BIN" --config "$RUN/mesh.yaml" --ca-dir "$RUN/ca" --pod "$2=/var/run/netns/$3" \
+    --log-level warn >"$RUN/$5.out" 2>"$RUN/$5.log" &
+  PIDS+=($!)
+  wait_until 20 "$5 ready" ip netns exec "$1" curl -fsS -o /dev/null "http://$4:15021/healthz/ready" ||
+    { echo "soak: $5 not ready: $(tail -c 400 "$RUN/$5.log")" >&2; exit 2; }
+}
+start_proxy "$N1" soak-client "$C_NS" "$N1_IP" proxy-node1
+P1=${PIDS[-1]}
+start_proxy "$N2" soak-server "$S_NS" "$N2_IP" proxy-node2
+P2=${PIDS[-1]}
+
+rss() { awk '$1 == "VmRSS:" {print $2}' "/proc/$1/status"; }
+fds() { ls "/proc/$1/fd" | wc -l; }
+snapshot() { echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")"; }
+
+ip netns exec "$S_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' serve --port $SOAK_PORT" \
+  >"$RUN/server.out" 2>"$RUN/server.err" &
+SERVER=$!
+PIDS+=("$SERVER")
+wait_until 20 "soak server" grep -q ready "$RUN/server.out" || { echo "soak: server did not start" >&2; exit 2; }
+
+BEFORE=$(snapshot)
+log "before: $BEFORE"
+log "running $SOAK_CONNS concurrent connections for $SOAK_SECONDS s"
+ip netns exec "$C_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' run --host $S_IP --port $SOAK_PORT \
+  --conns $SOAK_CONNS --seconds $SOAK_SECONDS" >"$RUN/client.out" 2>"$RUN/client.err" &
+CLIENT=$!
+PEAK="" peak1=0 peak2=0
+while kill -0 "$CLIENT" 2>/dev/null; do
+  sleep 5
+  r1=$(rss "$P1") r2=$(rss "$P2")
+  ((r1 > peak1)) && peak1=$r1
+  ((r2 > peak2)) && peak2=$r2
+  PEAK="node1_rss_kib=$peak1 node2_rss_kib=$peak2 node1_fds_now=$(fds "$P1") node2_fds_now=$(fds "$P2")"
+done
+wait "$CLIENT"
+RESULT=$(tail -n 1 "$RUN/client.out")
+log "client: $RESULT"
+log "peak: $PEAK"
+kill -USR1 "$SERVER"
+sleep 1
+SERVER_TOTALS=$(grep server_conns "$RUN/server.out" | tail -n 1)
+
+log "waiting up to $SOAK_SETTLE s for the pools' idle release"
+within() { # $1 = now, $2 = start -> true when now <= start * 1.1 (fds: + 2 for the accept backlog)
+  awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b * 1.10 + 2) }'
+}
+settled() {
+  read -r b1r b1f b2r b2f <<<"$(echo "$BEFORE" | tr ' ' '\n' | cut -d= -f2 | tr '\n' ' ')"
+  within "$(rss "$P1")" "$b1r" && within "$(fds "$P1")" "$b1f" && within "$(rss "$P2")" "$b2r" && within "$(fds "$P2")" "$b2f"
+}
+for ((t = 0; t < SOAK_SETTLE; t += 5)); do settled && break; sleep 5; done
+AFTER=$(snapshot)
+SETTLE_TIME=$t
+
+lost=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['lost'])" "$RESULT" 2>/dev/null || echo unknown)
+server_bad=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['server_bad'])" "$SERVER_TOTALS" 2>/dev/null || echo unknown)
+echo "soak: seconds=$SOAK_SECONDS concurrent=$SOAK_CONNS"
+echo "soak: client $RESULT"
+echo "soak: server $SERVER_TOTALS"
+echo "soak: before $BEFORE"
+echo "soak: peak   $PEAK"
+echo "soak: after  $AFTER (after ${SETTLE_TIME}s of settling)"
+rc=0
+[[ $lost == 0 && $server_bad == 0 ]] || { echo "soak: FAIL lost=$lost server_bad=$server_bad"; rc=1; }
+settled || { echo "soak: FAIL RSS or fds did not return within 10 % of the start"; rc=1; }
+[[ $rc == 0 ]] && echo "soak: PASS"
+exit $rc

@@ -223,7 +223,13 @@ TEST_F(KubeAgent, TwoLivePodsClaimingOneIpAreRefused) {
   ASSERT_TRUE(settled());
   EXPECT_EQ(agent_->enrolled_pods(), 0u);
   EXPECT_EQ(sandbox.netns().nft(), "");
-  EXPECT_NE(metrics_.render().find("meshnode_agent_kube_ip_conflicts_total 2"), std::string::npos) << metrics_.render();
+  // Each reconcile of a conflicting pod counts one refusal; at start a pod may be reconciled twice
+  // (its informer ADD and the start-up sweep), so both pods show as at least two refusals.
+  const std::string text = metrics_.render();
+  const std::string name = "meshnode_agent_kube_ip_conflicts_total ";
+  const auto at = text.find("\n" + name);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GE(std::stol(text.substr(at + 1 + name.size())), 2) << text;
 }
 
 TEST_F(KubeAgent, RestartWithRunningPodsReconcilesWithoutTouchingTheirRules) {
@@ -235,8 +241,10 @@ TEST_F(KubeAgent, RestartWithRunningPodsReconcilesWithoutTouchingTheirRules) {
   {
     FakeProxy proxy(options_.zds_socket);
     ASSERT_EQ(proxy.wait_for(2).size(), 2u);
+    // While the proxy is still connected: the agent enrolls only once it has read the proxy's Ack,
+    // and a proxy gone before that makes the add fail.
+    ASSERT_TRUE(eventually(5s, [&] { return annotation("shop", "web") == "enabled"; }));
   }
-  ASSERT_TRUE(eventually(5s, [&] { return annotation("shop", "web") == "enabled"; }));
   const std::string rules = sandbox.netns().nft(/*handles=*/true);
   agent_.reset();
   api_->reset_requests();

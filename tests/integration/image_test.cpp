@@ -8,6 +8,7 @@
 // podman 4.3 + runc (env-probe §6); every container sits in its node's netns (`--network
 // ns:<node netns>`), the proxy too (in Kubernetes it has its own pod netns; ports don't clash
 // here). Root only; without podman, runc, mmdebstrap or kubectl it skips visibly (fails with CI=true).
+#include <algorithm>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,9 +202,17 @@ class ImageTest : public CniClusterTest {
   const CniCluster& c_const() const { return *cluster_; }
 
   /// Starts one container of the manifests on node n and waits for `port``path` to answer 200.
-  void start(int n, const YAML::Node& ds, const std::string& container, int port, const std::string& path) {
+  /// `policy_dir`: mounted at /etc/meshnode-test and the agent pointed at its enrollment.yaml (the
+  /// agent's no-Kubernetes mode: the manifests run it against the API server, which cannot run here).
+  void start(int n, const YAML::Node& ds, const std::string& container, int port, const std::string& path,
+             const std::string& policy_dir = "") {
     const std::string name = c().prefix() + "-" + container + std::to_string(n);
-    const auto args = podman_run_args(ds, deploy::container_of(ds, container), context(n), name, tag_);
+    auto args = podman_run_args(ds, deploy::container_of(ds, container), context(n), name, tag_);
+    if (!policy_dir.empty()) {
+      auto image = std::find(args.begin(), args.end(), tag_);
+      args.insert(image, {"-v", policy_dir + ":/etc/meshnode-test:ro"});
+      args.push_back("--policy=/etc/meshnode-test/enrollment.yaml");
+    }
     containers_.push_back(name);
     auto r = podman(args, seconds(120));
     ASSERT_EQ(r.exit_code, 0) << "podman " << [&] {
@@ -255,7 +264,7 @@ TEST_F(ImageTest, AgentAndProxyFromTheImageInstallThePluginAndCarryOneConnection
   ASSERT_EQ(ca.exit_code, 0) << ca.describe();
 
   for (int n : {1, 2}) {
-    ASSERT_NO_FATAL_FAILURE(start(n, agent, "meshnode-agent", 8000, "/readyz"));
+    ASSERT_NO_FATAL_FAILURE(start(n, agent, "meshnode-agent", 8000, "/readyz", c().workdir() + "/agent-config"));
     ASSERT_NO_FATAL_FAILURE(start(n, proxy, "meshnode-proxy", 15021, "/healthz/ready"));
     // The agent in the image put the plugin on the node and chained it.
     EXPECT_TRUE(has(read_file(c().conf_dir(n) + "/10-bridge.conflist"), "\"type\": \"meshnode-cni\""));

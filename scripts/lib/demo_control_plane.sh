@@ -13,8 +13,10 @@ cp_xds_port=15010 cp_ca_port=15012
 cp_bin=${MESHNODE_FAKE_ISTIOD_BIN:-$repo/build/release/tests/fakes/meshnode-fake-istiod}
 
 cp_workload() { # name sa ip protocol node [extra fields]
-  printf -- '- workload: {uid: "cluster1//v1/Pod/default/%s", name: %s, namespace: default, serviceAccount: %s, addresses: ["%s"], tunnelProtocol: %s, node: %s, trustDomain: %s%s}\n' \
-    "$1" "$1" "$2" "$3" "$4" "$5" "$td" "${6:-}"
+  # The uid the Kubernetes API gave the pod (demo.sh's pod_uid), as istiod would send it: the
+  # proxy matches the xDS workload to the pod ZDS enrolled by that uid.
+  printf -- '- workload: {uid: "%s", name: %s, namespace: default, serviceAccount: %s, addresses: ["%s"], tunnelProtocol: %s, node: %s, trustDomain: %s%s}\n' \
+    "${pod_uid[$1]:-cluster1//v1/Pod/default/$1}" "$1" "$2" "$3" "$4" "$5" "$td" "${6:-}"
 }
 
 cp_write_resources() {

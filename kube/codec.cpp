@@ -113,10 +113,13 @@ base::Result<std::optional<std::string_view>> WatchFramer::next() {
       }
       return std::optional<std::string_view>{};
     }
-    start_ += nl + 1;
-    scanned_ = 0;
     auto line = rest.substr(0, nl);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > max_frame_bytes_) {
+      return base::fail(base::Errc::kProtocol, "watch event line longer than " + std::to_string(max_frame_bytes_) + " bytes");
+    }
+    start_ += nl + 1;
+    scanned_ = 0;
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     return std::optional<std::string_view>{line};
   }

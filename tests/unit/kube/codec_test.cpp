@@ -292,6 +292,22 @@ TEST(WatchFramerTest, OversizedLengthAndTruncatedFrame) {
   EXPECT_NE(finished.error().context.find("truncated watch frame"), std::string::npos);
 }
 
+// Found by kube_fuzz: a JSON line that arrives whole, newline included, was returned however long
+// it was; only a line still waiting for its newline was bounded.
+TEST(WatchFramerTest, JsonLineOverTheLimitIsRefusedAlsoWhenItArrivesWhole) {
+  WatchFramer framer(Encoding::kJson, 64);
+  framer.feed(std::string(65, 'x') + "\n{\"b\":2}\n");
+  auto r = framer.next();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().context.find("longer than 64 bytes"), std::string::npos) << r.error().context;
+
+  WatchFramer exact(Encoding::kJson, 64);
+  exact.feed(std::string(64, 'x') + "\n");
+  auto ok = exact.next();
+  ASSERT_TRUE(ok && *ok);
+  EXPECT_EQ((*ok)->size(), 64u);
+}
+
 TEST(WatchFramerTest, JsonLines) {
   WatchFramer framer(Encoding::kJson, 64);
   framer.feed("{\"a\":1}\n\n{\"b\"");

@@ -18,22 +18,13 @@
 #include <vector>
 
 #include "integration/cluster_fixture.hpp"
+#include "integration/test_util.hpp"
 
 namespace meshnode::integration {
 namespace {
 
 constexpr int kHashPort = 9000;
 constexpr int kSmallWindowPort = 9100;
-
-/// VmRSS of `pid` in KiB (0 when unreadable).
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return 0;
-}
 
 /// Open fds of `pid`.
 long fd_count(pid_t pid) {

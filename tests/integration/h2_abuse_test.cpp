@@ -16,21 +16,12 @@
 #include <vector>
 
 #include "integration/cluster_fixture.hpp"
+#include "integration/test_util.hpp"
 
 namespace meshnode::integration {
 namespace {
 
 constexpr int kHashPort = 9000;
-
-/// VmRSS of `pid` in KiB (0 if it is gone).
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return 0;
-}
 
 /// Samples a process's RSS every 10 ms on its own thread; peak() is the highest seen.
 class RssSampler {

@@ -1,6 +1,7 @@
 #include "integration/test_util.hpp"
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -48,6 +49,15 @@ double metric_sum(std::string_view text, std::string_view metric, const std::vec
     }
   }
   return sum;
+}
+
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
 }
 
 }  // namespace meshnode::integration

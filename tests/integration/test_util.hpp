@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace meshnode::integration {
 
 /// A shared-mode meshnode-proxy's addresses inside its node netns. The first proxy of a node uses
@@ -28,5 +30,8 @@ std::string tail_lines(const std::string& text, std::size_t n);
 /// Sum of the Prometheus series of `metric` (labelled or not) whose line contains every string in
 /// `labels` (e.g. `source_principal="spiffe://…"`).
 double metric_sum(std::string_view text, std::string_view metric, const std::vector<std::string>& labels);
+
+/// VmRSS of process `pid` from /proc/<pid>/status, in KiB (0 when it is gone or unreadable).
+long rss_kib(pid_t pid);
 
 }  // namespace meshnode::integration

@@ -1,8 +1,10 @@
 #include "net/socket.hpp"
 
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -38,6 +40,24 @@ Result<UniqueFd> create_in(const base::Netns* netns, Fn&& make) {
 Result<void> set_int(int fd, int level, int name, int value, std::string_view what, const std::string& where) {
   if (::setsockopt(fd, level, name, &value, sizeof(value)) == 0) return {};
   return base::fail_errno(std::string(what) + " on " + where, errno);
+}
+
+// Turns on net.ipv4.tcp_migrate_req in the calling thread's netns (Linux >= 5.14; /proc/sys/net is
+// the netns of the thread that opens it). Without it, a listener that closes while another socket of
+// its SO_REUSEPORT group stays open resets the connections still in its accept queue: during a proxy
+// hand-over (rollout, restart) the old proxy's drain would reset a client that connected a moment
+// before. With it, those requests move to the surviving listener. Best effort: an older kernel, or
+// no permission, keeps today's behaviour.
+void enable_request_migration() {
+  constexpr const char* kPath = "/proc/sys/net/ipv4/tcp_migrate_req";
+  const int fd = ::open(kPath, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;
+  char current = '0';
+  if (::read(fd, &current, 1) != 1 || current != '1') {
+    // Ignored on failure: migration is an improvement of the hand-over, not a condition of serving.
+    (void)::pwrite(fd, "1", 1, 0);
+  }
+  ::close(fd);
 }
 
 }  // namespace
@@ -98,6 +118,7 @@ Result<UniqueFd> make_listener(const base::Netns* netns, const SocketAddr& addr,
     if (options.reuse_port) {
       // One socket per worker, and the hand-over to a restarted proxy, need it: fail without it.
       if (auto ok = set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT", where); !ok) return std::unexpected(ok.error());
+      enable_request_migration();
     }
     if (options.transparent) {
       // Ignored when not permitted (EPERM without CAP_NET_ADMIN): the listener still serves

@@ -175,7 +175,14 @@ TEST_F(AbuseTest, TwoThousandStalledHandshakesAreBoundedAndEndAtTheDeadline) {
   // ...and the held ones at the 10 s handshake deadline, not later.
   EXPECT_EQ(json_long(flood.out, "still_open"), 0) << flood.out;
   EXPECT_LE(std::stod(json_field(flood.out, "max_closed_after")), 13.0) << flood.out;
-  EXPECT_LT(rss.peak() - rss.start(), 20 * 1024) << "stalled handshakes held too much memory";
+#ifdef __SANITIZE_ADDRESS__
+  // The proxy is an ASan build too: its quarantine and shadow keep freed blocks by design (155 MB
+  // measured), so only a runaway is caught here; the 20 MB bound is the release build's.
+  constexpr long kMaxGrowthKib = 512 * 1024;
+#else
+  constexpr long kMaxGrowthKib = 20 * 1024;
+#endif
+  EXPECT_LT(rss.peak() - rss.start(), kMaxGrowthKib) << "stalled handshakes held too much memory";
   expect_ok(transfer);
   EXPECT_GE(metric(2, "meshnode_inbound_handshake_failures_total", {"reason=\"source_limit\""}), 1900);
   EXPECT_GE(metric(2, "meshnode_inbound_handshake_failures_total", {"reason=\"timeout\""}), 1);

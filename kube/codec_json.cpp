@@ -124,8 +124,14 @@ Result<void> convert(const json& obj, T& out, bool need_identity) {
   return {};
 }
 
+/// True when `doc` has a string member "kind" equal to `kind` (json::value would throw on a mistyped one).
+bool kind_equals(const json& doc, std::string_view kind) {
+  auto it = doc.find("kind");
+  return it != doc.end() && it->is_string() && it->get_ref<const std::string&>() == kind;
+}
+
 Result<Status> status_of(const json& obj) {
-  if (!obj.is_object() || obj.value("kind", "") != "Status") return fail(Errc::kProtocol, "json: not a Status");
+  if (!obj.is_object() || !kind_equals(obj, "Status")) return fail(Errc::kProtocol, "json: not a Status");
   try {
     Status status;
     status.status = str(obj, "status");

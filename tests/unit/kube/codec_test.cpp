@@ -192,6 +192,17 @@ TEST(KubeCodec, StatusBodiesOfRefusals) {
 
 // --- garbage: every broken input is a clear error, never a crash ---
 
+TEST(KubeCodecGarbage, MistypedKindIsAnErrorNotAThrow) {
+  // Found by kube_fuzz: json::value("kind", "") throws type_error on a non-string kind.
+  const std::string body = R"({"kind":{"name":"x","kind":"pods"},"code":176})";
+  auto s = decode_status(Encoding::kJson, body);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().context.find("not a Status"), std::string::npos) << s.error().context;
+  EXPECT_FALSE(decode_object<Pod>(Encoding::kJson, body));
+  EXPECT_FALSE(decode_list<Pod>(Encoding::kJson, body));
+  EXPECT_FALSE(decode_watch_event<Pod>(Encoding::kJson, R"({"type":"ERROR","object":)" + body + "}"));
+}
+
 TEST(KubeCodecGarbage, WrongOrMissingPrefix) {
   auto a = decode_object<Pod>(Encoding::kProtobuf, "{\"kind\":\"Pod\"}");
   ASSERT_FALSE(a);

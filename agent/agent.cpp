@@ -272,7 +272,8 @@ EventResponse Agent::handle_del(const nodeapi::PluginEvent& event) {
 
 bool Agent::release(const std::string& uid, std::string_view why) {
   auto pod = take_pod(uid);
-  if (pod) zds_->del(uid);
+  // Rules first, then the proxy (as istio-cni does): new connections then go out plain instead of
+  // into a capture port whose listener is about to close.
   if (pod && pod->netns) {
     // Only while the netns is still reachable by its path: our own fd would otherwise keep a dead
     // sandbox's netns alive just to clean it.
@@ -283,6 +284,7 @@ bool Agent::release(const std::string& uid, std::string_view why) {
       }
     }
   }
+  if (pod) zds_->del(uid);
   if (auto erased = store_.erase(uid); !erased) spdlog::warn("run dir: {}", erased.error().message());
   if (!pod) return false;
   sync_host_rules();

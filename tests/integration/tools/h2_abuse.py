@@ -3,12 +3,14 @@
 
 One probe per run: TLS 1.3 (ALPN h2, no SNI) with --cert/--key, the client preface, then the probe's
 frames (RFC 9113 §4-6, hand-built; HPACK literals without Huffman, RFC 7541 §6). Reads what the
-server answers for a bounded time and prints one JSON line: {"probe", "sent_bytes", "frames",
-"goaway": code|null, "rst": n, "headers": n, "closed": bool}. Exit 0 when the probe ran (the
+server answers for a bounded time and prints one JSON line: {"probe", "connections", "sent_bytes",
+"frames", "goaway": code|null, "rst": n, "headers": n, "data_bytes": n, "closed": bool} (--connections
+runs the probe on that many connections at once; the counts are their sums). Exit 0 when the probe ran (the
 server's reaction is judged by the test), 2 when TLS failed.
 """
 import argparse
 import json
+import select
 import socket
 import ssl
 import struct
@@ -78,6 +80,11 @@ def probe_bytes(name, authority):
     if name == "zero_window":
         return (frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 0))
                 + b"".join(headers(i, ok) + frame(DATA, 0, i, b"x" * 100) for i in range(1, 201, 2)))
+    if name == "zero_window_download":
+        # Issue 11 defect 3 at full scale: 100 streams per connection, each asking the hash app for
+        # 8 MiB, with stream windows of 0 that are never opened. The proxy must stop reading the app.
+        return (frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 0))
+                + b"".join(headers(i, ok) + frame(DATA, 0, i, b"MN1 %d 8388608\n" % i) for i in range(1, 201, 2)))
     if name == "even_stream_ids":
         return b"".join(headers(i, ok) for i in range(2, 202, 2))
     if name == "reused_stream_ids":
@@ -106,6 +113,7 @@ def main():
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--read-seconds", type=float, default=2.0)
+    ap.add_argument("--connections", type=int, default=1, help="run the probe on this many connections at once")
     ap.add_argument("--no-read", action="store_true", help="never read: the server's answers pile up")
     args = ap.parse_args()
 
@@ -115,40 +123,50 @@ def main():
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.set_alpn_protocols(["h2"])
     ctx.load_cert_chain(args.cert, args.key)
-    result = {"probe": args.probe + ("_noread" if args.no_read else ""), "sent_bytes": 0, "frames": 0,
-              "goaway": None, "rst": 0, "headers": 0, "closed": False}
+    result = {"probe": args.probe + ("_noread" if args.no_read else ""), "connections": args.connections,
+              "sent_bytes": 0, "frames": 0, "goaway": None, "rst": 0, "headers": 0, "data_bytes": 0, "closed": False}
+    socks = []
     try:
-        raw = socket.create_connection((args.host, args.port), timeout=10)
-        sock = ctx.wrap_socket(raw)
+        for _ in range(args.connections):
+            raw = socket.create_connection((args.host, args.port), timeout=10)
+            socks.append(ctx.wrap_socket(raw))
     except (OSError, ssl.SSLError) as e:
         result["tls"] = str(e)
         print(json.dumps(result))
         return 2
-    if args.no_read:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     payload = PREFACE + frame(SETTINGS, 0, 0) + probe_bytes(args.probe, args.authority)
-    sock.settimeout(5)
-    try:
-        sock.sendall(payload)
-        result["sent_bytes"] = len(payload)
-    except (OSError, ssl.SSLError) as e:
-        result["send_error"] = str(e)
+    for sock in socks:
+        if args.no_read:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        try:
+            sock.sendall(payload)
+            result["sent_bytes"] += len(payload)
+        except (OSError, ssl.SSLError) as e:
+            result["send_error"] = str(e)
     if args.no_read:
-        time.sleep(args.read_seconds)  # the attack is not reading; hold the connection open
+        time.sleep(args.read_seconds)  # the attack is not reading; hold the connections open
         print(json.dumps(result))
         return 0
-    buf, until = b"", time.monotonic() + args.read_seconds
-    try:
-        while time.monotonic() < until:
-            sock.settimeout(max(0.05, until - time.monotonic()))
+    bufs = {s: b"" for s in socks}
+    until = time.monotonic() + args.read_seconds
+    while bufs and time.monotonic() < until:
+        ready = [s for s in bufs if s.pending()]  # TLS records already decrypted count as readable
+        if not ready:
+            ready, _, _ = select.select(list(bufs), [], [], max(0.05, until - time.monotonic()))
+        for sock in ready:
+            sock.settimeout(0.5)
             try:
                 chunk = sock.recv(65536)
-            except socket.timeout:
-                break
+            except (socket.timeout, ssl.SSLWantReadError):
+                continue
+            except (OSError, ssl.SSLError) as e:
+                chunk, result["read_error"] = b"", str(e)
             if not chunk:
                 result["closed"] = True
-                break
-            buf += chunk
+                del bufs[sock]
+                continue
+            buf = bufs[sock] + chunk
             while len(buf) >= 9:
                 n = int.from_bytes(buf[:3], "big")
                 if len(buf) < 9 + n:
@@ -162,9 +180,9 @@ def main():
                     result["rst"] += 1
                 elif ftype == HEADERS:
                     result["headers"] += 1
-    except (OSError, ssl.SSLError) as e:
-        result["closed"] = True
-        result["read_error"] = str(e)
+                elif ftype == DATA:
+                    result["data_bytes"] += n
+            bufs[sock] = buf
     print(json.dumps(result))
     return 0
 

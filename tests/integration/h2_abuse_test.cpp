@@ -65,7 +65,8 @@ class H2AbuseTest : public ClusterTest {
 
   /// One probe against node 2 with a legitimate 1 MiB tunnel alongside; records the peak RSS.
   /// Returns the attacker's JSON line. `extra` is appended to the tool's arguments.
-  std::string run_probe(const std::string& probe, bool read = true, const std::vector<std::string>& extra = {}) {
+  std::string run_probe(const std::string& probe, bool read = true, const std::vector<std::string>& extra = {},
+                        long max_growth_kib = 30 * 1024) {
     SCOPED_TRACE(probe);
     if (::testing::Test::HasFatalFailure()) return {};
     if (!app_.running()) app_ = cluster().start_app("server", kHashPort, "hash");
@@ -101,7 +102,7 @@ class H2AbuseTest : public ClusterTest {
     EXPECT_LT(legit_time, seconds(5)) << "the legitimate tunnel was stalled by the probe";
     EXPECT_EQ(kill(proxy, 0), 0) << "the proxy died";
     EXPECT_FALSE(cluster().metrics(2).empty()) << "the proxy stopped answering its metrics port";
-    EXPECT_LT(peak, before + 30 * 1024) << "the probe grew the proxy's RSS from " << before << " to " << peak << " KiB";
+    EXPECT_LT(peak, before + max_growth_kib) << "the probe grew the proxy's RSS from " << before << " to " << peak << " KiB";
     return attack.out;
   }
 
@@ -121,7 +122,15 @@ TEST_F(H2AbuseTest, ProxySurvivesEveryProbeWithBoundedMemory) {
 // stream window of 0 that is never opened. The proxy must stop reading the app (back-pressure), send
 // no DATA beyond the window, and stay within 30 MB of its idle RSS (before the fix: 45 -> 173 MB).
 TEST_F(H2AbuseTest, FiveHundredZeroWindowDownloadsHoldLittleMemory) {
-  const std::string out = run_probe("zero_window_download", /*read=*/true, {"--connections", "5", "--read-seconds", "4"});
+#ifdef __SANITIZE_ADDRESS__
+  // An ASan proxy keeps freed blocks in its quarantine (+55 MB measured for this probe): only a
+  // runaway is caught here (the window-blind limit grows a release proxy by 143 MB).
+  constexpr long kMaxGrowthKib = 256 * 1024;
+#else
+  constexpr long kMaxGrowthKib = 30 * 1024;
+#endif
+  const std::string out = run_probe("zero_window_download", /*read=*/true, {"--connections", "5", "--read-seconds", "4"},
+                                    kMaxGrowthKib);
   EXPECT_NE(out.find("\"headers\": 500,"), std::string::npos) << "every stream should have its 200: " << out;
   EXPECT_NE(out.find("\"data_bytes\": 0,"), std::string::npos) << "DATA sent beyond a window of 0: " << out;
 }

@@ -69,7 +69,11 @@ P2=${PIDS[-1]}
 
 rss() { awk '$1 == "VmRSS:" {print $2}' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
-snapshot() { echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")"; }
+anon() { awk '$1 == "RssAnon:" {print $2}' "/proc/$1/status"; }
+snapshot() {
+  echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")" \
+    "node1_anon_kib=$(anon "$P1") node2_anon_kib=$(anon "$P2")"
+}
 
 ip netns exec "$S_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' serve --port $SOAK_PORT" \
   >"$RUN/server.out" 2>"$RUN/server.err" &
@@ -104,7 +108,7 @@ within() { # $1 = now, $2 = start -> true when now <= start * 1.1 (fds: + 2 for 
   awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b * 1.10 + 2) }'
 }
 settled() {
-  read -r b1r b1f b2r b2f <<<"$(echo "$BEFORE" | tr ' ' '\n' | cut -d= -f2 | tr '\n' ' ')"
+  read -r b1r b1f b2r b2f _ <<<"$(echo "$BEFORE" | tr ' ' '\n' | cut -d= -f2 | tr '\n' ' ')"
   within "$(rss "$P1")" "$b1r" && within "$(fds "$P1")" "$b1f" && within "$(rss "$P2")" "$b2r" && within "$(fds "$P2")" "$b2f"
 }
 for ((t = 0; t < SOAK_SETTLE; t += 5)); do settled && break; sleep 5; done

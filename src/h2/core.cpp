@@ -115,6 +115,7 @@ void StreamCore::on_closed(std::uint32_t error_code) {
     recv_eof_ = true;
   } else {
     reset_ = true;
+    refused_ = error_code == NGHTTP2_REFUSED_STREAM && !headers_done_;
   }
   // Nothing more can be sent on a closed stream.
   drop_send();

@@ -100,6 +100,7 @@ void Stream::reset_for_test(std::uint32_t error_code) {
 
 asio::awaitable<base::Result<int>> Stream::wait_response() {
   while (!headers_done_) {
+    if (refused_) co_return fail(Errc::kReset, "stream refused by the peer (REFUSED_STREAM or GOAWAY below it)");
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before response");
     co_await readable_.wait();
   }

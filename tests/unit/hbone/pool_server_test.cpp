@@ -212,6 +212,29 @@ TEST(HbonePool, ConnectionsPerKeyAreCapped) {
   lo.run(full_pool(lo));
 }
 
+// Issue 14 (proxy rollout): the old proxy drains while a CONNECT is on its way to it. Its GOAWAY
+// names a last-stream-id below our stream, so it never serves that CONNECT. The client must not hand the app a reset for it but send it again
+// on a connection that had no GOAWAY.
+asio::awaitable<void> goaway_crossing_a_connect(HboneLoopback& lo) {
+  CO_ASSERT(co_await echo_ok(lo, "before"));
+  CO_ASSERT(lo.sessions.size() == 1u);
+  // GOAWAY (last-stream-id: the stream served so far) is queued on the server; the client has not
+  // read it, so its pool still offers that connection and the next CONNECT goes out on it.
+  lo.sessions[0]->drain();
+  EXPECT_TRUE(co_await echo_ok(lo, "crossing")) << "a CONNECT crossing the peer's GOAWAY failed";
+  EXPECT_EQ(lo.accepted(), 2u) << "the refused CONNECT went out again on a new connection";
+  EXPECT_EQ(lo.streams_served, 2) << "the draining server served the crossing CONNECT, or it was served twice";
+  EXPECT_EQ(lo.pool().refused_retries(), 1u);
+  // The drained connection is gone from the pool; the new one serves what follows.
+  EXPECT_TRUE(co_await echo_ok(lo, "after"));
+  EXPECT_EQ(lo.accepted(), 2u);
+}
+
+TEST(HbonePool, ConnectCrossingThePeersGoawayIsSentAgainOnAFreshConnection) {
+  HboneLoopback lo;
+  lo.run(goaway_crossing_a_connect(lo));
+}
+
 asio::awaitable<void> client_without_certificate(HboneLoopback& lo) {
   // A TLS 1.3 client offering ALPN h2 but no certificate.
   tls::SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()));

@@ -191,6 +191,12 @@ class SessionCore {
   virtual void wake_writers() {}
   /// The reset budget ran out (for the log); GOAWAY is already queued.
   virtual void on_calm_down() {}
+  /// The peer acknowledged the PING sent with kDrainPing: every stream it opened before it saw our
+  /// shutdown notice has reached us.
+  virtual void on_drain_ping_acked() {}
+
+  /// Opaque data of the PING that follows a server's shutdown notice (Session::drain).
+  static constexpr std::uint8_t kDrainPing[8] = {'m', 'n', '-', 'd', 'r', 'a', 'i', 'n'};
 
   // For drivers other than Session (the fuzz target): what a stream's reader and writer do.
   /// Closes `stream` as nghttp2 reported (from stream_closed()).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <memory>
 
 #include "telemetry/metrics.hpp"
@@ -115,6 +116,7 @@ void StreamCore::on_closed(std::uint32_t error_code) {
     recv_eof_ = true;
   } else {
     reset_ = true;
+    refused_ = error_code == NGHTTP2_REFUSED_STREAM && !headers_done_;
   }
   // Nothing more can be sent on a closed stream.
   drop_send();
@@ -330,7 +332,12 @@ int SessionCore::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, voi
   SessionCore* s = self_of(user);
   switch (frame->hd.type) {
     case NGHTTP2_PING:
-      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) s->ping_outstanding_ = false;
+      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) return 0;
+      if (std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof(kDrainPing)) == 0) {
+        s->on_drain_ping_acked();
+      } else {
+        s->ping_outstanding_ = false;
+      }
       return 0;
     case NGHTTP2_GOAWAY:
       s->goaway_ = true;

@@ -69,6 +69,11 @@ class StreamCore {
   /// True once the stream is over in HTTP/2 (both END_STREAMs, or a reset, or the connection died):
   /// a server must not start work (dial an upstream) for it.
   [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// True when the peer never processed this (client) stream: it closed with REFUSED_STREAM before
+  /// any response. nghttp2 closes a stream so when the peer sends RST_STREAM(REFUSED_STREAM), when
+  /// a GOAWAY arrives whose last-stream-id is below it, and when GOAWAY arrived before the request
+  /// went out. RFC 9113 §8.7: such a request may be sent again on another connection.
+  [[nodiscard]] bool refused() const noexcept { return refused_; }
   /// Bytes written but not yet handed to the connection (framed as DATA).
   [[nodiscard]] std::size_t send_queued() const noexcept { return send_.size(); }
   /// Request headers (server side) or response headers (client side), pseudo-headers included.
@@ -112,6 +117,7 @@ class StreamCore {
   bool send_eof_ = false;
   bool closed_ = false;
   bool reset_ = false;
+  bool refused_ = false;
   std::size_t header_bytes_ = 0;    ///< RFC 9113 §6.5.2 size of the header block being received
   bool headers_too_large_ = false;
   bool responded_ = false;          ///< server: the response was submitted
@@ -185,6 +191,12 @@ class SessionCore {
   virtual void wake_writers() {}
   /// The reset budget ran out (for the log); GOAWAY is already queued.
   virtual void on_calm_down() {}
+  /// The peer acknowledged the PING sent with kDrainPing: every stream it opened before it saw our
+  /// shutdown notice has reached us.
+  virtual void on_drain_ping_acked() {}
+
+  /// Opaque data of the PING that follows a server's shutdown notice (Session::drain).
+  static constexpr std::uint8_t kDrainPing[8] = {'m', 'n', '-', 'd', 'r', 'a', 'i', 'n'};
 
   // For drivers other than Session (the fuzz target): what a stream's reader and writer do.
   /// Closes `stream` as nghttp2 reported (from stream_closed()).

@@ -100,6 +100,7 @@ void Stream::reset_for_test(std::uint32_t error_code) {
 
 asio::awaitable<base::Result<int>> Stream::wait_response() {
   while (!headers_done_) {
+    if (refused_) co_return fail(Errc::kReset, "stream refused by the peer (REFUSED_STREAM or GOAWAY below it)");
     if (reset_ || closed_ || session_->dead_) co_return fail(Errc::kReset, "stream closed before response");
     co_await readable_.wait();
   }
@@ -212,6 +213,29 @@ void Session::wake_writers() {
 void Session::drain() {
   if (dead_ || draining_) return;
   draining_ = true;
+  if (role_ == Role::kServer && !calmed_down_ && nghttp2_submit_shutdown_notice(session_) == 0 &&
+      nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, kDrainPing) == 0) {
+    // The final GOAWAY follows the PING's acknowledgement (on_drain_ping_acked). A peer that never
+    // answers is ended by the keepalive's timeout, or by the drain deadline of whoever drains.
+    signal_write();
+    return;
+  }
+  submit_final_goaway();
+}
+
+void Session::goaway_now_for_test() {
+  if (dead_ || draining_) return;
+  draining_ = true;
+  submit_final_goaway();
+}
+
+void Session::on_drain_ping_acked() {
+  if (draining_) submit_final_goaway();
+}
+
+void Session::submit_final_goaway() {
+  if (final_goaway_ || dead_) return;
+  final_goaway_ = true;
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
                         NGHTTP2_NO_ERROR, nullptr, 0);
   close_if_idle();
@@ -219,7 +243,7 @@ void Session::drain() {
 }
 
 void Session::close_if_idle() {
-  if (draining_ && streams_.empty() && !dead_) {
+  if (draining_ && final_goaway_ && streams_.empty() && !dead_) {
     nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
     signal_write();
   }

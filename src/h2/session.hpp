@@ -96,8 +96,16 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (0xffffffff until its SETTINGS arrive).
   [[nodiscard]] std::uint32_t peer_max_concurrent_streams() const noexcept;
 
-  /// Graceful: sends GOAWAY, lets open streams finish, then closes.
+  /// Graceful: no new stream is taken, open streams finish, then the connection closes.
+  /// Server: two GOAWAYs (RFC 9113 §6.8): first a shutdown notice (last-stream-id 2^31-1) and a
+  /// PING; once the PING is acknowledged, every CONNECT the client sent before it saw the notice
+  /// has arrived and is served, and the final GOAWAY names the last of them. A single GOAWAY would
+  /// refuse the CONNECTs already on the wire (a rollout's old proxy did that to new connections).
+  /// Client: one GOAWAY (the server opens no streams).
   void drain();
+  /// Server, for tests: one GOAWAY(NO_ERROR) naming the last stream processed so far, as a peer
+  /// that drains abruptly sends it (streams on the wire beyond it are refused).
+  void goaway_now_for_test();
   /// Closes the connection now; every open stream sees a reset.
   void abort(std::string_view reason);
 
@@ -125,6 +133,9 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   void signal_write() override { write_signal_.notify(); }
   void wake_writers() override;
   void on_calm_down() override;
+  void on_drain_ping_acked() override;
+  /// Submits the GOAWAY that names the last stream we took (at most once).
+  void submit_final_goaway();
 
   TlsSocket socket_;
   StreamHandler handler_;
@@ -137,6 +148,7 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   bool writing_ = false;  ///< the write loop is inside socket_.write_all (it may be suspended there)
   bool in_nghttp2_ = false;  ///< an nghttp2 call (and so maybe our callbacks) is on the stack
   bool draining_ = false;
+  bool final_goaway_ = false;  ///< the GOAWAY naming our last stream is submitted
   std::string close_reason_;
 };
 

@@ -9,6 +9,7 @@
 #include "net/awaitable.hpp"
 #include "net/deadline.hpp"
 #include "net/socket.hpp"
+#include "telemetry/metrics.hpp"
 #include "tls/ossl.hpp"
 #include "tls/verify.hpp"
 
@@ -131,13 +132,9 @@ void ClientPool::release_idle() {
   }
 }
 
-asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(const PoolKey& key,
-                                                                               const h2::Headers& headers) {
-  release_idle();
-  std::shared_ptr<h2::Session> session;
-  while (!session) {
-    session = checkout(key);
-    if (session) break;
+asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::acquire(const PoolKey& key) {
+  for (;;) {
+    if (auto session = checkout(key)) co_return session;
     if (auto it = pending_.find(key); it != pending_.end()) {
       auto pending = it->second;
       co_await pending->done.async_wait(kNoThrow);
@@ -155,25 +152,43 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(c
     pool_[key].push_back(Entry{*dialled, std::chrono::steady_clock::now()});
     arm_sweep();
   }
+}
 
-  auto stream = session->open_stream(headers);
-  if (!stream) co_return std::unexpected(stream.error());
-  net::Deadline deadline(ex_, options_.response_timeout, [s = *stream] { s->reset(); });
-  auto status = co_await (*stream)->wait_response();
-  if (!status) {
-    if (deadline.expired()) co_return fail(Errc::kTimeout, "no CONNECT response from " + key.destination.to_string());
-    co_return std::unexpected(status.error());
+asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(const PoolKey& key,
+                                                                               const h2::Headers& headers) {
+  release_idle();
+  for (std::uint32_t attempt = 1;; ++attempt) {
+    auto session = co_await acquire(key);
+    if (!session) co_return std::unexpected(std::move(session.error()));
+    auto stream = (*session)->open_stream(headers);
+    if (!stream) co_return std::unexpected(stream.error());
+    net::Deadline deadline(ex_, options_.response_timeout, [s = *stream] { s->reset(); });
+    auto status = co_await (*stream)->wait_response();
+    if (!status) {
+      if (deadline.expired()) co_return fail(Errc::kTimeout, "no CONNECT response from " + key.destination.to_string());
+      // The peer never saw this CONNECT: its GOAWAY crossed our HEADERS (a draining proxy, e.g.
+      // the old one of a rollout), or it refused the stream. That connection takes no new stream
+      // any more (checkout skips it after GOAWAY); send the CONNECT again on another one.
+      if ((*stream)->refused() && attempt < options_.refused_attempts) {
+        ++refused_retries_;
+        if (options_.refused_retries != nullptr) options_.refused_retries->inc(1);
+        SPDLOG_DEBUG("hbone: CONNECT to {} refused by the peer (attempt {}), retrying on another connection",
+                     key.destination.to_string(), attempt);
+        continue;
+      }
+      co_return std::unexpected(status.error());
+    }
+    if (*status == 401) {
+      (*stream)->reset();
+      co_return fail(Errc::kPolicyDenied, "CONNECT to " + key.destination.to_string() + " denied by the destination's policy (401)");
+    }
+    if (*status != 200) {
+      (*stream)->reset();
+      co_return fail(Errc::kProtocol, "CONNECT to " + key.destination.to_string() + " answered " +
+                                          std::to_string(*status));
+    }
+    co_return *stream;
   }
-  if (*status == 401) {
-    (*stream)->reset();
-    co_return fail(Errc::kPolicyDenied, "CONNECT to " + key.destination.to_string() + " denied by the destination's policy (401)");
-  }
-  if (*status != 200) {
-    (*stream)->reset();
-    co_return fail(Errc::kProtocol, "CONNECT to " + key.destination.to_string() + " answered " +
-                                        std::to_string(*status));
-  }
-  co_return *stream;
 }
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::dial(const PoolKey& key) {

@@ -49,6 +49,12 @@ class ClientPool {
     /// 64 × 100 streams per key per worker is far above what one pod opens to one destination.
     std::uint32_t max_connections = 64;
     std::chrono::steady_clock::duration idle_release = std::chrono::minutes(5);
+    /// Attempts of one CONNECT the peer refused unprocessed (REFUSED_STREAM, or its GOAWAY's
+    /// last-stream-id below our stream): each retry goes to a connection still taking streams (never
+    /// one that has had GOAWAY), dialled afresh if none is left.
+    std::uint32_t refused_attempts = 3;
+    /// Counts those retries (may be null; must outlive the pool).
+    telemetry::Counter* refused_retries = nullptr;
     std::uint32_t mark = 0x539;  ///< SO_MARK of the sockets we dial
     h2::Settings h2;
   };
@@ -65,7 +71,8 @@ class ClientPool {
   /// Opens a CONNECT stream to `key.destination` with `headers` and returns it once the peer
   /// answered 200. Errors: Errc::kConnectFailed / kTimeout (dial), kTlsHandshake, kIdentityMismatch
   /// (peer SAN not in key.expected), kCertificate (no certificate for key.source), kProtocol
-  /// (non-200 status, named in the context), kReset (stream refused or connection lost),
+  /// (non-200 status, named in the context), kReset (connection lost, or the stream refused
+  /// unprocessed `refused_attempts` times in a row: each refusal is retried on another connection),
   /// kLimitExceeded (the key has `max_connections` full connections, or its peer allows no stream:
   /// SETTINGS_MAX_CONCURRENT_STREAMS = 0 — no further connection is dialled to such a peer).
   asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const PoolKey& key, const h2::Headers& headers);
@@ -77,6 +84,8 @@ class ClientPool {
   void drain_all();
   /// Number of live pooled connections (for tests and /config_dump).
   [[nodiscard]] std::size_t connection_count() const;
+  /// CONNECTs sent again because the peer refused them unprocessed (since construction).
+  [[nodiscard]] std::uint64_t refused_retries() const noexcept { return refused_retries_; }
 
  private:
   struct Entry {
@@ -86,6 +95,9 @@ class ClientPool {
   struct Pending;
 
   asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> dial(const PoolKey& key);
+  /// A connection of `key` that can take one more stream now: pooled, or dialled (waiting for a
+  /// dial already in progress for the key instead of dialling twice).
+  asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> acquire(const PoolKey& key);
   std::shared_ptr<h2::Session> checkout(const PoolKey& key);
   /// Why no connection of `key` can take a stream and none may be dialled; nullopt if one may.
   std::optional<base::Error> dial_refusal(const PoolKey& key) const;
@@ -105,6 +117,7 @@ class ClientPool {
   std::chrono::steady_clock::time_point last_sweep_ = std::chrono::steady_clock::now();
   asio::steady_timer sweep_;
   bool sweep_armed_ = false;
+  std::uint64_t refused_retries_ = 0;
   /// Expires with the pool: a sweep handler already queued when the pool is destroyed sees it gone.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };

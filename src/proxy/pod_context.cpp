@@ -57,11 +57,21 @@ int mss_for_mtu(int mtu, bool ipv4) {
 
 std::string TraceId::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
 
+namespace {
+
+hbone::ClientPool::Options pool_options(const ProxyInputs& in) {
+  auto options = in.options.pool;
+  options.refused_retries = &in.metrics.hbone_refused_retries();
+  return options;
+}
+
+}  // namespace
+
 PodContext::PodContext(asio::io_context& io_context, std::shared_ptr<const PodInfo> pod_info, const ProxyInputs& in)
     : io(io_context),
       pod(std::move(pod_info)),
       inputs(in),
-      pool(io.get_executor(), pod->netns, in.certs, in.sockets, in.tasks, in.options.pool),
+      pool(io.get_executor(), pod->netns, in.certs, in.sockets, in.tasks, pool_options(in)),
       handshakes(in.options.max_handshakes_per_listener, in.options.max_handshakes_per_source),
       rng_(std::random_device{}()) {}
 

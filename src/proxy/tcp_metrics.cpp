@@ -21,6 +21,12 @@ h2::ViolationCounters TcpMetrics::h2_violations() {
   return c;
 }
 
+telemetry::Counter& TcpMetrics::hbone_refused_retries() {
+  return registry_.counter("meshnode_hbone_connect_retries_total",
+                           "Outbound HBONE CONNECTs sent again on another connection, by why the first attempt failed",
+                           {{"reason", "refused"}});
+}
+
 telemetry::Labels to_labels(const TrafficLabels& tl) {
   return {
       {"reporter", tl.reporter},

@@ -68,6 +68,11 @@ class TcpMetrics {
   /// reset_budget_exceeded). Valid for the registry's life.
   h2::ViolationCounters h2_violations();
 
+  /// meshnode_hbone_connect_retries_total{reason="refused"}: outbound CONNECTs a peer refused
+  /// unprocessed (its GOAWAY crossed them: a draining proxy) and the pool sent again on another
+  /// connection. Valid for the registry's life.
+  telemetry::Counter& hbone_refused_retries();
+
   /// Counts an inbound HBONE connection whose TLS setup failed:
   /// meshnode_inbound_handshake_failures_total{reason} (reason: see Inbound, a short fixed set).
   void on_handshake_failure(std::string_view reason);

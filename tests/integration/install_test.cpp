@@ -131,12 +131,10 @@ TEST_F(InstallTest, InstallStepChainsThePluginAndPodsComeThroughIt) {
 
 // DaemonSet rollout of the proxy with maxSurge 1 / maxUnavailable 0, node by node: the new proxy
 // gets every pod from the agent over ZDS (both bind the pods' ports with SO_REUSEPORT), is ready,
-// then the old one drains. A new connection every 10 ms must never fail.
-// DISABLED (issue 14 stays open on it): since this session's merges a rollout loses about 1 new
-// connection in 300 in some runs (2 of 2 CI-check presets before tcp_migrate_req, 1 of 11 runs
-// after it; "Connection reset by peer"). Run it with --gtest_also_run_disabled_tests; it must be
-// re-enabled once the remaining hand-over race is found.
-TEST_F(InstallTest, DISABLED_ProxyRolloutOverZdsLosesNoNewConnection) {
+// then the old one drains. A new connection every 10 ms must never fail: neither one queued on the
+// old proxy's closing listener (tcp_migrate_req moves it) nor one whose CONNECT crosses the old
+// proxy's GOAWAY on a pooled HBONE connection (the client pool sends it again elsewhere).
+TEST_F(InstallTest, ProxyRolloutOverZdsLosesNoNewConnection) {
   Process loop = start_traffic();
   ASSERT_FALSE(HasFailure());
 
@@ -162,9 +160,14 @@ TEST_F(InstallTest, DISABLED_ProxyRolloutOverZdsLosesNoNewConnection) {
   EXPECT_EQ(c().listeners(c().pod_netns("client2")).size(), 3u);
   auto summary = finish_loop(loop);
   ASSERT_TRUE(summary) << loop.stdout_text() << loop.stderr_text();
-  std::printf("proxy rollout (2 nodes): %ld new connections attempted, %ld failed\n", summary->first, summary->second);
+  // How often a CONNECT crossed node 2's old proxy's GOAWAY in this run (node 1's new proxy sent
+  // it again); a figure for the report, not a condition: the race is timing.
+  const double retried = metric_sum(c().node_metrics(1, 15120), "meshnode_hbone_connect_retries_total", {});
+  std::printf("proxy rollout (2 nodes): %ld new connections attempted, %ld failed, %.0f CONNECTs refused by a draining proxy and retried\n",
+              summary->first, summary->second, retried);
   RecordProperty("proxy_rollout_attempted", std::to_string(summary->first));
   RecordProperty("proxy_rollout_failed", std::to_string(summary->second));
+  RecordProperty("proxy_rollout_connect_retries", std::to_string(static_cast<long>(retried)));
   EXPECT_EQ(summary->second, 0) << loop.stdout_text().substr(0, 4000);
   EXPECT_GT(summary->first, 200);
 }

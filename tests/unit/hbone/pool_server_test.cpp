@@ -212,6 +212,60 @@ TEST(HbonePool, ConnectionsPerKeyAreCapped) {
   lo.run(full_pool(lo));
 }
 
+// Issue 14 (proxy rollout): a peer drains while a CONNECT is on its way to it, with one GOAWAY
+// whose last-stream-id is below our stream (ours use two, see below; other servers may not), so
+// it never serves that CONNECT. The client must not hand the app a reset for it but send it again
+// on a connection that had no GOAWAY.
+asio::awaitable<void> goaway_crossing_a_connect(HboneLoopback& lo) {
+  CO_ASSERT(co_await echo_ok(lo, "before"));
+  CO_ASSERT(lo.sessions.size() == 1u);
+  // An abrupt GOAWAY (last-stream-id: the stream served so far) is queued on the server; the
+  // client has not read it, so its pool still offers that connection and the next CONNECT goes
+  // out on it.
+  lo.sessions[0]->goaway_now_for_test();
+  EXPECT_TRUE(co_await echo_ok(lo, "crossing")) << "a CONNECT crossing the peer's GOAWAY failed";
+  EXPECT_EQ(lo.accepted(), 2u) << "the refused CONNECT went out again on a new connection";
+  EXPECT_EQ(lo.streams_served, 2) << "the draining server served the crossing CONNECT, or it was served twice";
+  EXPECT_EQ(lo.pool().refused_retries(), 1u);
+  // The drained connection is gone from the pool; the new one serves what follows.
+  EXPECT_TRUE(co_await echo_ok(lo, "after"));
+  EXPECT_EQ(lo.accepted(), 2u);
+}
+
+TEST(HbonePool, ConnectCrossingThePeersGoawayIsSentAgainOnAFreshConnection) {
+  HboneLoopback lo;
+  lo.run(goaway_crossing_a_connect(lo));
+}
+
+// Issue 14 (proxy rollout), the server's side: our server drains with a shutdown notice first, so
+// a CONNECT already on the wire when it starts draining is served, even by a client that would
+// not retry it (a session outside the pool here); then the connection ends by itself.
+asio::awaitable<void> draining_server_serves_crossing_connect(HboneLoopback& lo) {
+  auto client = co_await lo.dial_session();
+  CO_ASSERT(client, client.error().message());
+  CO_ASSERT(co_await accepted(lo, 1));
+  CO_ASSERT(lo.sessions.size() == 1u);
+  lo.sessions[0]->drain();
+  const auto h = lo.headers("echo", "crossing");
+  auto stream = (*client)->open_stream(h);
+  CO_ASSERT(stream, stream.error().message());
+  auto status = co_await (*stream)->wait_response();
+  CO_ASSERT(status, "the draining server refused a CONNECT already on its way: " + status.error().message());
+  EXPECT_EQ(*status, 200);
+  const auto data = random_bytes(7, 50'000);
+  auto [got, sent] = co_await read_and_write(**stream, data);
+  EXPECT_TRUE(sent && got && *got == data) << "the crossing CONNECT's bytes did not come back intact";
+  EXPECT_FALSE((*client)->accepting()) << "the client saw no GOAWAY";
+  const std::function<bool()> drained = [&] { return !lo.sessions[0]->alive(); };
+  EXPECT_TRUE(co_await wait_until(drained)) << "the drained connection did not end";
+  EXPECT_EQ(lo.streams_served, 1);
+}
+
+TEST(HboneServer, DrainingServerServesAConnectAlreadyOnTheWire) {
+  HboneLoopback lo;
+  lo.run(draining_server_serves_crossing_connect(lo));
+}
+
 asio::awaitable<void> client_without_certificate(HboneLoopback& lo) {
   // A TLS 1.3 client offering ALPN h2 but no certificate.
   tls::SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()));

@@ -101,6 +101,75 @@ void InternedString::release(Entry* e) noexcept {
   std::unique_ptr<Entry> gone(e);
 }
 
+void InternedString::retain_n(Entry* e, std::uint32_t n) noexcept {
+  if (!e->immortal.load(std::memory_order_relaxed)) e->refs.fetch_add(n, std::memory_order_relaxed);
+}
+
+void InternedString::release_n(Entry* e, std::uint32_t n) noexcept {
+  if (n == 0 || e->immortal.load(std::memory_order_relaxed)) return;
+  std::uint32_t refs = e->refs.load(std::memory_order_relaxed);
+  while (refs > n) {
+    if (e->refs.compare_exchange_weak(refs, refs - n, std::memory_order_release, std::memory_order_relaxed))
+      return;
+  }
+  // Possibly the last references: as release(), decide under the shard lock.
+  Shard& shard = shard_of(e->hash);
+  std::unique_lock lock(shard.mutex);
+  if (e->refs.fetch_sub(n, std::memory_order_acq_rel) != n) return;
+  shard.entries.erase(e);
+  lock.unlock();
+  std::unique_ptr<Entry> gone(e);
+}
+
+InternedStringBatch::~InternedStringBatch() {
+  for (const Slot& s : slots_) {
+    if (s.entry != nullptr) InternedString::release_n(s.entry, s.spare);
+  }
+}
+
+void InternedStringBatch::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 256 : old.size() * 2, Slot{});
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.entry == nullptr) continue;
+    std::size_t i = s.hash & mask;
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+InternedString InternedStringBatch::get(std::string_view value) {
+  if (value.empty()) return {};
+  // Reserve this many references per refill: one atomic add covers as many handles.
+  constexpr std::uint32_t kRefill = 64;
+  if ((used_ + 1) * 2 > slots_.size()) grow();
+  const std::size_t hash = std::hash<std::string_view>{}(value);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = hash & mask;
+  for (;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.entry == nullptr) {
+      s.entry = InternedString::intern(value, hash);  // one reference: ours
+      s.hash = hash;
+      s.spare = 1;
+      ++used_;
+      break;
+    }
+    if (s.hash == hash && s.entry->value == value) break;
+  }
+  Slot& s = slots_[i];
+  // Keep one reference back so the entry stays alive while it is in this table.
+  if (s.spare == 1) {
+    InternedString::retain_n(s.entry, kRefill);
+    s.spare += kRefill;
+  }
+  --s.spare;
+  InternedString out;
+  out.entry_ = s.entry;  // adopts one of the reserved references
+  return out;
+}
+
 InternedString InternedString::immortal(std::string_view value) {
   InternedString out(value);
   // Once immortal, releases stop counting; a holder that interned it before still holds a valid

@@ -45,6 +45,10 @@ inline constexpr std::string_view kAuthorizationType = "type.googleapis.com/isti
 /// supported yet: dropping them would bypass the waypoint); a service key without "ns/hostname"
 /// shape; a service port outside 1..65535 or target port above 65535.
 [[nodiscard]] Result<state::Workload> to_workload(const istio::workload::Workload& in);
+/// As above, interning the shared fields through `strings` (bulk conversion: one batch per
+/// decode thread and response).
+[[nodiscard]] Result<state::Workload> to_workload(const istio::workload::Workload& in,
+                                                  state::InternedStringBatch& strings);
 
 /// istio.workload.Service → state::Service (research §3.3).
 /// Rejected (Errc::kConfig): empty namespace or hostname; a VIP that is not 4 or 16 bytes; a VIP

@@ -278,6 +278,13 @@ DecodedAddress decode_address(const discovery::Resource& r, istio::workload::Add
   DecodedAddress out;
   const std::string* bytes = payload(r, kAddressType, out.error);
   if (bytes == nullptr) return out;
+  {
+    state::Workload w;
+    if (fast_workload_from_address(*bytes, strings, w)) {
+      out.workload = std::make_shared<const state::Workload>(std::move(w));
+      return out;
+    }
+  }
   if (!scratch.ParseFromString(*bytes)) {
     out.error = "payload does not decode as istio.workload.Address";
   } else if (scratch.has_workload()) {

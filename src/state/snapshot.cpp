@@ -92,13 +92,45 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
     // Sort (uid view, index) pairs, not the pointers: a compare then reads the uid bytes directly
     // instead of chasing workload → uid (the 100,000-workload initial push spends most of its
     // snapshot time here).
-    std::vector<std::pair<std::string_view, std::uint32_t>> order;
+    // Uids share long prefixes ("Kubernetes//Pod/<ns>/"): each entry also carries the 16 bytes
+    // after the common prefix of all of them as two big-endian integers, so most compares are two
+    // integer compares and only ties read the strings.
+    struct Keyed {
+      std::uint64_t hi, lo;
+      std::string_view uid;
+      std::uint32_t index;
+    };
+    std::string_view first = upserts[0]->uid;
+    std::size_t common = first.size();
+    for (const auto& w : upserts) {
+      std::size_t n = std::min(common, w->uid.size());
+      std::size_t k = 0;
+      while (k < n && w->uid[k] == first[k]) ++k;
+      common = k;
+    }
+    auto window = [common](std::string_view uid, std::size_t at) {
+      std::uint64_t v = 0;
+      for (std::size_t b = 0; b < 8; ++b) {
+        std::size_t pos = common + at + b;
+        v = (v << 8) | (pos < uid.size() ? static_cast<unsigned char>(uid[pos]) : 0u);
+      }
+      return v;
+    };
+    std::vector<Keyed> order;
     order.reserve(upserts.size());
-    for (std::uint32_t i = 0; i < upserts.size(); ++i) order.emplace_back(upserts[i]->uid, i);
-    std::sort(order.begin(), order.end());
+    for (std::uint32_t i = 0; i < upserts.size(); ++i) {
+      std::string_view uid = upserts[i]->uid;
+      order.push_back({window(uid, 0), window(uid, 8), uid, i});
+    }
+    // Consistent with uid order: a uid that is a prefix of another pads with 0, never above it.
+    std::sort(order.begin(), order.end(), [](const Keyed& a, const Keyed& b) {
+      if (a.hi != b.hi) return a.hi < b.hi;
+      if (a.lo != b.lo) return a.lo < b.lo;
+      return a.uid < b.uid;
+    });
     std::vector<std::shared_ptr<const Workload>> sorted;
     sorted.reserve(upserts.size());
-    for (const auto& [uid, i] : order) sorted.push_back(std::move(upserts[i]));
+    for (const auto& k : order) sorted.push_back(std::move(upserts[k.index]));
     upserts = std::move(sorted);
   }
   for (std::size_t i = 1; i < upserts.size(); ++i) {

@@ -139,26 +139,10 @@ void InternedStringBatch::grow() {
   }
 }
 
-InternedString InternedStringBatch::get(std::string_view value) {
-  if (value.empty()) return {};
-  // Reserve this many references per refill: one atomic add covers as many handles.
-  constexpr std::uint32_t kRefill = 64;
-  if ((used_ + 1) * 2 > slots_.size()) grow();
-  const std::size_t hash = std::hash<std::string_view>{}(value);
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = hash & mask;
-  for (;; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (s.entry == nullptr) {
-      s.entry = InternedString::intern(value, hash);  // one reference: ours
-      s.hash = hash;
-      s.spare = 1;
-      ++used_;
-      break;
-    }
-    if (s.hash == hash && s.entry->value == value) break;
-  }
-  Slot& s = slots_[i];
+// Reserve this many references per refill: one atomic add covers as many handles.
+constexpr std::uint32_t kRefill = 64;
+
+InternedString InternedStringBatch::hand_out(Slot& s) {
   // Keep one reference back so the entry stays alive while it is in this table.
   if (s.spare == 1) {
     InternedString::retain_n(s.entry, kRefill);
@@ -168,6 +152,38 @@ InternedString InternedStringBatch::get(std::string_view value) {
   InternedString out;
   out.entry_ = s.entry;  // adopts one of the reserved references
   return out;
+}
+
+std::size_t InternedStringBatch::find_or_add(std::string_view value) {
+  if ((used_ + 1) * 2 > slots_.size()) grow();
+  const std::size_t hash = std::hash<std::string_view>{}(value);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.entry == nullptr) {
+      s.entry = InternedString::intern(value, hash);  // one reference: ours
+      s.hash = hash;
+      s.spare = 1;
+      ++used_;
+      return i;
+    }
+    if (s.hash == hash && s.entry->value == value) return i;
+  }
+}
+
+InternedString InternedStringBatch::get(std::string_view value) {
+  if (value.empty()) return {};
+  return hand_out(slots_[find_or_add(value)]);
+}
+
+InternedString InternedStringBatch::get(std::string_view value, std::size_t site) {
+  if (value.empty()) return {};
+  std::size_t& last = last_[site % kSites];
+  // Compared by value: after a grow() the slot may hold another entry (never a freed one).
+  if (last < slots_.size() && slots_[last].entry != nullptr && slots_[last].entry->value == value)
+    return hand_out(slots_[last]);
+  last = find_or_add(value);
+  return hand_out(slots_[last]);
 }
 
 InternedString InternedString::immortal(std::string_view value) {

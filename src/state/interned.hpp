@@ -124,6 +124,10 @@ class InternedStringBatch {
 
   /// As InternedString(value).
   [[nodiscard]] InternedString get(std::string_view value);
+  /// As get(value), for one of up to kSites fields the caller converts again and again (`site`
+  /// names the field): a value equal to the one last returned for that site skips the lookup.
+  static constexpr std::size_t kSites = 16;
+  [[nodiscard]] InternedString get(std::string_view value, std::size_t site);
 
   /// Distinct values seen (for tests).
   [[nodiscard]] std::size_t size() const noexcept { return used_; }
@@ -135,8 +139,11 @@ class InternedStringBatch {
     std::uint32_t spare = 0;  // references held for handles not handed out yet; >= 1 while in use
   };
   void grow();
+  InternedString hand_out(Slot& s);
+  std::size_t find_or_add(std::string_view value);  // the slot of `value` (not empty)
 
-  std::vector<Slot> slots_;  // open addressing, linear probing, power-of-two size
+  std::vector<Slot> slots_;
+  std::size_t last_[kSites] = {};  // per site: the slot it returned last  // open addressing, linear probing, power-of-two size
   std::size_t used_ = 0;
 };
 

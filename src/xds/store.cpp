@@ -315,7 +315,7 @@ void decode_range(const discovery::DeltaDiscoveryResponse& response, int begin, 
     auto& scratch = *google::protobuf::Arena::CreateMessage<istio::workload::Address>(&arena);
     DecodedAddress& d = out[static_cast<std::size_t>(i)];
     d = decode_address(response.resources(i), scratch, strings);
-    if (d.error.empty()) d.version = strings.get(response.resources(i).version());
+    if (d.error.empty()) d.version = strings.get(response.resources(i).version(), 14);
   }
 }
 

@@ -128,7 +128,7 @@ bool service_entry(std::string_view bytes, state::InternedStringBatch& strings, 
     ports.push_back(m);
   }
   if (w.services.contains(key)) return false;  // a repeated key: protobuf keeps the last one
-  w.services.emplace(strings.get(key), std::move(ports));
+  w.services.emplace(strings.get(key, 13), std::move(ports));
   return true;
 }
 
@@ -159,11 +159,13 @@ bool capacity(std::string_view bytes, Fields& f) {
   return true;
 }
 
-void assign(state::InternedString& out, std::string_view in, state::InternedStringBatch& strings) {
+// `site` numbers the field for the batch's last-value shortcut (consecutive pods of one
+// deployment or namespace repeat most of their shared fields).
+void assign(state::InternedString& out, std::string_view in, state::InternedStringBatch& strings, std::size_t site) {
   if (in.empty()) {
     out = state::InternedString();
   } else if (out != in) {
-    out = strings.get(in);
+    out = strings.get(in, site);
   }
 }
 
@@ -243,20 +245,20 @@ bool workload(std::string_view bytes, state::InternedStringBatch& strings, state
   if (protocol != 0 && protocol != 1) return false;  // LEGACY_ISTIO_MTLS or unknown: rejected there
   w.uid = f.uid;
   w.name = f.name;
-  assign(w.ns, f.ns, strings);
-  if (!f.service_account.empty()) assign(w.service_account, f.service_account, strings);
-  if (!f.trust_domain.empty()) assign(w.trust_domain, f.trust_domain, strings);
-  if (!f.cluster_id.empty()) assign(w.cluster_id, f.cluster_id, strings);
-  assign(w.node, f.node, strings);
-  assign(w.network, f.network, strings);
-  assign(w.hostname, f.hostname, strings);
-  assign(w.canonical_name, f.canonical_name, strings);
-  assign(w.canonical_revision, f.canonical_revision, strings);
+  assign(w.ns, f.ns, strings, 0);
+  if (!f.service_account.empty()) assign(w.service_account, f.service_account, strings, 1);
+  if (!f.trust_domain.empty()) assign(w.trust_domain, f.trust_domain, strings, 2);
+  if (!f.cluster_id.empty()) assign(w.cluster_id, f.cluster_id, strings, 3);
+  assign(w.node, f.node, strings, 4);
+  assign(w.network, f.network, strings, 5);
+  assign(w.hostname, f.hostname, strings, 6);
+  assign(w.canonical_name, f.canonical_name, strings, 7);
+  assign(w.canonical_revision, f.canonical_revision, strings, 8);
   // Usually the same value (istiod sets both from the owning deployment): no second lookup.
   if (f.workload_name == f.canonical_name) {
     w.workload_name = w.canonical_name;
   } else {
-    assign(w.workload_name, f.workload_name, strings);
+    assign(w.workload_name, f.workload_name, strings, 9);
   }
   switch (enum_value(f.workload_type)) {
     case 1: w.workload_type = strings.get("cronjob"); break;
@@ -265,9 +267,9 @@ bool workload(std::string_view bytes, state::InternedStringBatch& strings, state
     default: w.workload_type = state::default_workload_type(); break;
   }
   if (f.has_locality) {
-    assign(w.locality.region, f.region, strings);
-    assign(w.locality.zone, f.zone, strings);
-    assign(w.locality.subzone, f.subzone, strings);
+    assign(w.locality.region, f.region, strings, 10);
+    assign(w.locality.zone, f.zone, strings, 11);
+    assign(w.locality.subzone, f.subzone, strings, 12);
   }
   w.protocol = protocol == 1 ? state::TunnelProtocol::kHbone : state::TunnelProtocol::kNone;
   if (enum_value(f.network_mode) != 1) {  // HOST_NETWORK drops the addresses

@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
-#include <unordered_set>
+#include <vector>
 
 namespace meshnode::state {
 
@@ -20,21 +20,72 @@ namespace {
 
 using Entry = InternedString::Entry;
 
-struct EntryHash {
-  using is_transparent = void;
-  std::size_t operator()(const Entry* e) const noexcept { return e->hash; }
-  std::size_t operator()(std::string_view v) const noexcept { return std::hash<std::string_view>{}(v); }
-};
-struct EntryEq {
-  using is_transparent = void;
-  bool operator()(const Entry* a, const Entry* b) const noexcept { return a == b; }
-  bool operator()(std::string_view a, const Entry* b) const noexcept { return a == b->value; }
-  bool operator()(const Entry* a, std::string_view b) const noexcept { return a->value == b; }
+// One shard's entries: open addressing with linear probing over (hash, entry) slots, so a probe
+// compares the stored hash before it touches an entry (a std::unordered_set of pointers reads
+// every entry of a bucket chain to find the chain's end). Used under the shard's mutex.
+class EntryTable {
+  // Bits 7..10 pick the shard (shard_of), so they are the same for every entry here: index by a
+  // rotation that moves them to the top.
+  static std::size_t home(std::size_t hash, std::size_t mask) { return ((hash >> 11) | (hash << 53)) & mask; }
+
+ public:
+  Entry* find(std::string_view value, std::size_t hash) const {
+    if (used_ == 0) return nullptr;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = home(hash, mask); slots_[i].entry != nullptr; i = (i + 1) & mask) {
+      if (slots_[i].hash == hash && slots_[i].entry->value == value) return slots_[i].entry;
+    }
+    return nullptr;
+  }
+  void insert(Entry* e) {
+    if ((used_ + 1) * 4 > slots_.size() * 3) grow();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = home(e->hash, mask);
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+    slots_[i] = Slot{e->hash, e};
+    ++used_;
+  }
+  void erase(const Entry* e) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = home(e->hash, mask);
+    while (slots_[i].entry != e) i = (i + 1) & mask;  // present: only the pool erases its entries
+    // Backward-shift deletion: pull later members of the probe run into the hole.
+    for (std::size_t j = (i + 1) & mask; slots_[j].entry != nullptr; j = (j + 1) & mask) {
+      std::size_t h = home(slots_[j].hash, mask);
+      bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+      if (!stays) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --used_;
+  }
+  std::size_t size() const { return used_; }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    Entry* entry = nullptr;
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.entry == nullptr) continue;
+      std::size_t i = home(s.hash, mask);
+      while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  std::size_t used_ = 0;
 };
 
 struct Shard {
   std::mutex mutex;
-  std::unordered_set<Entry*, EntryHash, EntryEq> entries;
+  EntryTable entries;
 };
 
 // Per-thread cache in front of the pool: large enough for the nodes, namespaces and names a big
@@ -66,11 +117,10 @@ InternedString::Entry* InternedString::intern(std::string_view value) {
 InternedString::Entry* InternedString::intern(std::string_view value, std::size_t hash) {
   Shard& shard = shard_of(hash);
   std::lock_guard lock(shard.mutex);
-  auto it = shard.entries.find(value);
-  if (it != shard.entries.end()) {
+  if (Entry* found = shard.entries.find(value, hash)) {
     // Under the shard lock: release() only frees an entry while holding this lock with refs == 0.
-    (*it)->refs.fetch_add(1, std::memory_order_relaxed);
-    return *it;
+    found->refs.fetch_add(1, std::memory_order_relaxed);
+    return found;
   }
   auto owned = std::make_unique<Entry>(value, hash);
   Entry* e = owned.get();

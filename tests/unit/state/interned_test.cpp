@@ -72,6 +72,30 @@ TEST(InternedString, ConcurrentInternAndReleaseKeepCountsRight) {
   EXPECT_EQ(probe, "race-3");
 }
 
+TEST(InternedString, PoolFindsEveryLiveValueWhileOthersLeaveInAnyOrder) {
+  std::size_t before = InternedString::pool_size_for_test();
+  std::vector<InternedString> held;
+  for (int i = 0; i < 5000; ++i) held.emplace_back(std::string_view("pool-order-" + std::to_string(i)));
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 5000);
+  // Release a pseudo-random half; the other half must still be found (same entry), not re-added.
+  std::vector<bool> gone(5000, false);
+  for (int k = 0; k < 2500; ++k) {
+    int i = (k * 7919) % 5000;
+    gone[static_cast<std::size_t>(i)] = true;
+    held[static_cast<std::size_t>(i)] = InternedString();
+  }
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 2500);
+  for (int i = 0; i < 5000; ++i) {
+    InternedString again(std::string_view("pool-order-" + std::to_string(i)));
+    if (!gone[static_cast<std::size_t>(i)]) {
+      EXPECT_EQ(again.data(), held[static_cast<std::size_t>(i)].data()) << i;
+    }
+  }
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 2500);
+  held.clear();
+  EXPECT_EQ(InternedString::pool_size_for_test(), before);
+}
+
 TEST(InternedStringBatch, HandlesOutliveTheBatchAndTheLastHolderStillFreesTheEntry) {
   std::size_t before = InternedString::pool_size_for_test();
   std::vector<InternedString> kept;

@@ -176,21 +176,45 @@ Result<void> StateSnapshot::apply_addresses(const std::vector<std::shared_ptr<co
   struct Claim {
     AddressKey key;
     const std::shared_ptr<const Workload>* workload;  // null: an old version's address, released
+    // IpAddr order (family, then the 16 address bytes) as integers, so that the sort of 100,000
+    // claims compares integers instead of calling memcmp.
+    std::uint64_t family, hi, lo;
+  };
+  auto claim = [](const base::IpAddr& ip, const InternedString& network, const std::shared_ptr<const Workload>* w) {
+    std::string_view raw = ip.bytes();  // 4 or 16 bytes; an IPv4 address is stored zero-padded
+    auto word = [&](std::size_t at) {
+      std::uint64_t v = 0;
+      for (std::size_t b = at; b < at + 8; ++b) v = (v << 8) | (b < raw.size() ? static_cast<unsigned char>(raw[b]) : 0u);
+      return v;
+    };
+    return Claim{{ip, network}, w, static_cast<std::uint64_t>(ip.family()), word(0), word(8)};
   };
   std::vector<Claim> claims;
   for (const auto& w : olds) {
-    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, nullptr});
+    for (const auto& ip : w->addresses) claims.push_back(claim(ip, w->network, nullptr));
   }
   for (const auto& w : upserts) {
-    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, &w});
+    for (const auto& ip : w->addresses) claims.push_back(claim(ip, w->network, &w));
   }
   auto order = [](const Claim& a, const Claim& b) {
-    if (auto c = a.key.ip <=> b.key.ip; c != 0) return c < 0;
+    if (a.family != b.family) return a.family < b.family;
+    if (a.hi != b.hi) return a.hi < b.hi;
+    if (a.lo != b.lo) return a.lo < b.lo;
     if (a.key.network != b.key.network) return a.key.network.view() < b.key.network.view();
     if ((a.workload == nullptr) != (b.workload == nullptr)) return a.workload == nullptr;
     return a.workload != nullptr && (*a.workload)->uid < (*b.workload)->uid;
   };
   sort_if_needed(claims, order);
+  // The integer key mirrors IpAddr's own order; should IpAddr's layout ever change, fall back to
+  // comparing the keys themselves rather than publish a mis-sorted index.
+  if (!std::is_sorted(claims.begin(), claims.end(),
+                      [](const Claim& a, const Claim& b) { return AddressLess{}(a.key, b.key); })) {
+    std::stable_sort(claims.begin(), claims.end(), [&](const Claim& a, const Claim& b) {
+      if (AddressLess{}(a.key, b.key)) return true;
+      if (AddressLess{}(b.key, a.key)) return false;
+      return order(a, b);
+    });
+  }
   std::vector<AddressMap::Change> changes;
   changes.reserve(claims.size());
   auto clash = [](const Workload& a, const Workload& b, const AddressKey& key) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "authorization.pb.h"
 #include "discovery.pb.h"
@@ -229,7 +230,6 @@ bool ResourceStore::erase_address(const std::string& name) {
 void ResourceStore::put_address(const std::string& name, state::InternedString version,
                                 std::shared_ptr<const state::Workload> w,
                                 std::shared_ptr<const state::Service> s) {
-  erase_address(name);
   AddressEntry entry{std::move(version), std::move(w), std::move(s), nullptr};
   std::string_view key;
   if (entry.workload && entry.workload->uid == name) {
@@ -238,7 +238,12 @@ void ResourceStore::put_address(const std::string& name, state::InternedString v
     entry.own_name = std::make_unique<const std::string>(name);
     key = *entry.own_name;
   }
-  auto [it, inserted] = addresses_.emplace(key, std::move(entry));
+  // One lookup for a new name (the initial push: 100,000 of them); a name we hold is replaced.
+  auto [it, inserted] = addresses_.try_emplace(key, std::move(entry));
+  if (!inserted) {
+    erase_address(name);  // try_emplace left `entry` alone
+    std::tie(it, inserted) = addresses_.emplace(key, std::move(entry));
+  }
   std::string_view stored = it->first;
   const AddressEntry& e = it->second;
   const Held* self = &*it;

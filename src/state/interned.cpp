@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
-#include <unordered_set>
+#include <vector>
 
 namespace meshnode::state {
 
@@ -20,21 +20,72 @@ namespace {
 
 using Entry = InternedString::Entry;
 
-struct EntryHash {
-  using is_transparent = void;
-  std::size_t operator()(const Entry* e) const noexcept { return e->hash; }
-  std::size_t operator()(std::string_view v) const noexcept { return std::hash<std::string_view>{}(v); }
-};
-struct EntryEq {
-  using is_transparent = void;
-  bool operator()(const Entry* a, const Entry* b) const noexcept { return a == b; }
-  bool operator()(std::string_view a, const Entry* b) const noexcept { return a == b->value; }
-  bool operator()(const Entry* a, std::string_view b) const noexcept { return a->value == b; }
+// One shard's entries: open addressing with linear probing over (hash, entry) slots, so a probe
+// compares the stored hash before it touches an entry (a std::unordered_set of pointers reads
+// every entry of a bucket chain to find the chain's end). Used under the shard's mutex.
+class EntryTable {
+  // Bits 7..10 pick the shard (shard_of), so they are the same for every entry here: index by a
+  // rotation that moves them to the top.
+  static std::size_t home(std::size_t hash, std::size_t mask) { return ((hash >> 11) | (hash << 53)) & mask; }
+
+ public:
+  Entry* find(std::string_view value, std::size_t hash) const {
+    if (used_ == 0) return nullptr;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = home(hash, mask); slots_[i].entry != nullptr; i = (i + 1) & mask) {
+      if (slots_[i].hash == hash && slots_[i].entry->value == value) return slots_[i].entry;
+    }
+    return nullptr;
+  }
+  void insert(Entry* e) {
+    if ((used_ + 1) * 4 > slots_.size() * 3) grow();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = home(e->hash, mask);
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+    slots_[i] = Slot{e->hash, e};
+    ++used_;
+  }
+  void erase(const Entry* e) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = home(e->hash, mask);
+    while (slots_[i].entry != e) i = (i + 1) & mask;  // present: only the pool erases its entries
+    // Backward-shift deletion: pull later members of the probe run into the hole.
+    for (std::size_t j = (i + 1) & mask; slots_[j].entry != nullptr; j = (j + 1) & mask) {
+      std::size_t h = home(slots_[j].hash, mask);
+      bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+      if (!stays) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --used_;
+  }
+  std::size_t size() const { return used_; }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    Entry* entry = nullptr;
+  };
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.entry == nullptr) continue;
+      std::size_t i = home(s.hash, mask);
+      while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  std::size_t used_ = 0;
 };
 
 struct Shard {
   std::mutex mutex;
-  std::unordered_set<Entry*, EntryHash, EntryEq> entries;
+  EntryTable entries;
 };
 
 // Per-thread cache in front of the pool: large enough for the nodes, namespaces and names a big
@@ -66,11 +117,10 @@ InternedString::Entry* InternedString::intern(std::string_view value) {
 InternedString::Entry* InternedString::intern(std::string_view value, std::size_t hash) {
   Shard& shard = shard_of(hash);
   std::lock_guard lock(shard.mutex);
-  auto it = shard.entries.find(value);
-  if (it != shard.entries.end()) {
+  if (Entry* found = shard.entries.find(value, hash)) {
     // Under the shard lock: release() only frees an entry while holding this lock with refs == 0.
-    (*it)->refs.fetch_add(1, std::memory_order_relaxed);
-    return *it;
+    found->refs.fetch_add(1, std::memory_order_relaxed);
+    return found;
   }
   auto owned = std::make_unique<Entry>(value, hash);
   Entry* e = owned.get();
@@ -99,6 +149,91 @@ void InternedString::release(Entry* e) noexcept {
   shard.entries.erase(e);
   lock.unlock();
   std::unique_ptr<Entry> gone(e);
+}
+
+void InternedString::retain_n(Entry* e, std::uint32_t n) noexcept {
+  if (!e->immortal.load(std::memory_order_relaxed)) e->refs.fetch_add(n, std::memory_order_relaxed);
+}
+
+void InternedString::release_n(Entry* e, std::uint32_t n) noexcept {
+  if (n == 0 || e->immortal.load(std::memory_order_relaxed)) return;
+  std::uint32_t refs = e->refs.load(std::memory_order_relaxed);
+  while (refs > n) {
+    if (e->refs.compare_exchange_weak(refs, refs - n, std::memory_order_release, std::memory_order_relaxed))
+      return;
+  }
+  // Possibly the last references: as release(), decide under the shard lock.
+  Shard& shard = shard_of(e->hash);
+  std::unique_lock lock(shard.mutex);
+  if (e->refs.fetch_sub(n, std::memory_order_acq_rel) != n) return;
+  shard.entries.erase(e);
+  lock.unlock();
+  std::unique_ptr<Entry> gone(e);
+}
+
+InternedStringBatch::~InternedStringBatch() {
+  for (const Slot& s : slots_) {
+    if (s.entry != nullptr) InternedString::release_n(s.entry, s.spare);
+  }
+}
+
+void InternedStringBatch::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 256 : old.size() * 2, Slot{});
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.entry == nullptr) continue;
+    std::size_t i = s.hash & mask;
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+// Reserve this many references per refill: one atomic add covers as many handles.
+constexpr std::uint32_t kRefill = 64;
+
+InternedString InternedStringBatch::hand_out(Slot& s) {
+  // Keep one reference back so the entry stays alive while it is in this table.
+  if (s.spare == 1) {
+    InternedString::retain_n(s.entry, kRefill);
+    s.spare += kRefill;
+  }
+  --s.spare;
+  InternedString out;
+  out.entry_ = s.entry;  // adopts one of the reserved references
+  return out;
+}
+
+std::size_t InternedStringBatch::find_or_add(std::string_view value) {
+  if ((used_ + 1) * 2 > slots_.size()) grow();
+  const std::size_t hash = std::hash<std::string_view>{}(value);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.entry == nullptr) {
+      s.entry = InternedString::intern(value, hash);  // one reference: ours
+      s.hash = hash;
+      s.spare = 1;
+      ++used_;
+      return i;
+    }
+    if (s.hash == hash && s.entry->value == value) return i;
+  }
+}
+
+InternedString InternedStringBatch::get(std::string_view value) {
+  if (value.empty()) return {};
+  return hand_out(slots_[find_or_add(value)]);
+}
+
+InternedString InternedStringBatch::get(std::string_view value, std::size_t site) {
+  if (value.empty()) return {};
+  std::size_t& last = last_[site % kSites];
+  // Compared by value: after a grow() the slot may hold another entry (never a freed one).
+  if (last < slots_.size() && slots_[last].entry != nullptr && slots_[last].entry->value == value)
+    return hand_out(slots_[last]);
+  last = find_or_add(value);
+  return hand_out(slots_[last]);
 }
 
 InternedString InternedString::immortal(std::string_view value) {

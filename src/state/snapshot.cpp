@@ -92,13 +92,45 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
     // Sort (uid view, index) pairs, not the pointers: a compare then reads the uid bytes directly
     // instead of chasing workload → uid (the 100,000-workload initial push spends most of its
     // snapshot time here).
-    std::vector<std::pair<std::string_view, std::uint32_t>> order;
+    // Uids share long prefixes ("Kubernetes//Pod/<ns>/"): each entry also carries the 16 bytes
+    // after the common prefix of all of them as two big-endian integers, so most compares are two
+    // integer compares and only ties read the strings.
+    struct Keyed {
+      std::uint64_t hi, lo;
+      std::string_view uid;
+      std::uint32_t index;
+    };
+    std::string_view first = upserts[0]->uid;
+    std::size_t common = first.size();
+    for (const auto& w : upserts) {
+      std::size_t n = std::min(common, w->uid.size());
+      std::size_t k = 0;
+      while (k < n && w->uid[k] == first[k]) ++k;
+      common = k;
+    }
+    auto window = [common](std::string_view uid, std::size_t at) {
+      std::uint64_t v = 0;
+      for (std::size_t b = 0; b < 8; ++b) {
+        std::size_t pos = common + at + b;
+        v = (v << 8) | (pos < uid.size() ? static_cast<unsigned char>(uid[pos]) : 0u);
+      }
+      return v;
+    };
+    std::vector<Keyed> order;
     order.reserve(upserts.size());
-    for (std::uint32_t i = 0; i < upserts.size(); ++i) order.emplace_back(upserts[i]->uid, i);
-    std::sort(order.begin(), order.end());
+    for (std::uint32_t i = 0; i < upserts.size(); ++i) {
+      std::string_view uid = upserts[i]->uid;
+      order.push_back({window(uid, 0), window(uid, 8), uid, i});
+    }
+    // Consistent with uid order: a uid that is a prefix of another pads with 0, never above it.
+    std::sort(order.begin(), order.end(), [](const Keyed& a, const Keyed& b) {
+      if (a.hi != b.hi) return a.hi < b.hi;
+      if (a.lo != b.lo) return a.lo < b.lo;
+      return a.uid < b.uid;
+    });
     std::vector<std::shared_ptr<const Workload>> sorted;
     sorted.reserve(upserts.size());
-    for (const auto& [uid, i] : order) sorted.push_back(std::move(upserts[i]));
+    for (const auto& k : order) sorted.push_back(std::move(upserts[k.index]));
     upserts = std::move(sorted);
   }
   for (std::size_t i = 1; i < upserts.size(); ++i) {
@@ -110,6 +142,11 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
   std::vector<WorkloadMap::Change> changes;
   changes.reserve(upserts.size() + removed.size());
   std::vector<std::shared_ptr<const Workload>> olds;  // the versions this delta replaces or removes
+  // Where each upsert's change is: its value is moved in once the address and endpoint indexes
+  // have taken their copies (a copy here would cost 100,000 reference-count round trips on a
+  // full build, each a cache miss on the workload's control block).
+  std::vector<std::size_t> upsert_at;
+  upsert_at.reserve(upserts.size());
   {
     std::size_t r = 0;
     auto remember_old = [&](std::string_view uid) {
@@ -124,7 +161,8 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
       }
       if (r < removed.size() && removed[r] == w->uid) ++r;
       remember_old(w->uid);
-      changes.emplace_back(w->uid, w);
+      upsert_at.push_back(changes.size());
+      changes.emplace_back(w->uid, std::nullopt);  // filled below
     }
     for (; r < removed.size(); ++r) {
       if (r > 0 && removed[r] == removed[r - 1]) continue;
@@ -134,6 +172,7 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
   }
   if (auto ok = apply_addresses(olds, upserts); !ok) return ok;
   apply_endpoints(olds, upserts);
+  for (std::size_t i = 0; i < upserts.size(); ++i) changes[upsert_at[i]].second = std::move(upserts[i]);
   workloads_.apply(changes);
   return {};
 }
@@ -144,21 +183,45 @@ Result<void> StateSnapshot::apply_addresses(const std::vector<std::shared_ptr<co
   struct Claim {
     AddressKey key;
     const std::shared_ptr<const Workload>* workload;  // null: an old version's address, released
+    // IpAddr order (family, then the 16 address bytes) as integers, so that the sort of 100,000
+    // claims compares integers instead of calling memcmp.
+    std::uint64_t family, hi, lo;
+  };
+  auto claim = [](const base::IpAddr& ip, const InternedString& network, const std::shared_ptr<const Workload>* w) {
+    std::string_view raw = ip.bytes();  // 4 or 16 bytes; an IPv4 address is stored zero-padded
+    auto word = [&](std::size_t at) {
+      std::uint64_t v = 0;
+      for (std::size_t b = at; b < at + 8; ++b) v = (v << 8) | (b < raw.size() ? static_cast<unsigned char>(raw[b]) : 0u);
+      return v;
+    };
+    return Claim{{ip, network}, w, static_cast<std::uint64_t>(ip.family()), word(0), word(8)};
   };
   std::vector<Claim> claims;
   for (const auto& w : olds) {
-    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, nullptr});
+    for (const auto& ip : w->addresses) claims.push_back(claim(ip, w->network, nullptr));
   }
   for (const auto& w : upserts) {
-    for (const auto& ip : w->addresses) claims.push_back({{ip, w->network}, &w});
+    for (const auto& ip : w->addresses) claims.push_back(claim(ip, w->network, &w));
   }
   auto order = [](const Claim& a, const Claim& b) {
-    if (auto c = a.key.ip <=> b.key.ip; c != 0) return c < 0;
+    if (a.family != b.family) return a.family < b.family;
+    if (a.hi != b.hi) return a.hi < b.hi;
+    if (a.lo != b.lo) return a.lo < b.lo;
     if (a.key.network != b.key.network) return a.key.network.view() < b.key.network.view();
     if ((a.workload == nullptr) != (b.workload == nullptr)) return a.workload == nullptr;
     return a.workload != nullptr && (*a.workload)->uid < (*b.workload)->uid;
   };
   sort_if_needed(claims, order);
+  // The integer key mirrors IpAddr's own order; should IpAddr's layout ever change, fall back to
+  // comparing the keys themselves rather than publish a mis-sorted index.
+  if (!std::is_sorted(claims.begin(), claims.end(),
+                      [](const Claim& a, const Claim& b) { return AddressLess{}(a.key, b.key); })) {
+    std::stable_sort(claims.begin(), claims.end(), [&](const Claim& a, const Claim& b) {
+      if (AddressLess{}(a.key, b.key)) return true;
+      if (AddressLess{}(b.key, a.key)) return false;
+      return order(a, b);
+    });
+  }
   std::vector<AddressMap::Change> changes;
   changes.reserve(claims.size());
   auto clash = [](const Workload& a, const Workload& b, const AddressKey& key) {

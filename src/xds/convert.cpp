@@ -33,23 +33,26 @@ Result<base::IpAddr> ip_from_bytes(const std::string& raw, std::string_view what
   return *ip;
 }
 
-state::InternedString workload_type(pw::WorkloadType type) {
+state::InternedString workload_type(pw::WorkloadType type, state::InternedStringBatch& strings) {
   switch (type) {
     case pw::CRONJOB:
-      return state::InternedString::cached("cronjob");
+      return strings.get("cronjob");
     case pw::POD:
-      return state::InternedString::cached("pod");
+      return strings.get("pod");
     case pw::JOB:
-      return state::InternedString::cached("job");
+      return strings.get("job");
     default:  // DEPLOYMENT and values from a newer istiod
       return state::default_workload_type();
   }
 }
 
-// Shared fields go through the per-thread intern cache (see InternedString::cached). A value equal
-// to what `out` holds (a default) is left alone: no reference-count traffic on hot entries.
-void assign(state::InternedString& out, const std::string& in) {
-  if (out != in) out = state::InternedString::cached(in);
+// Shared fields are interned through the caller's batch (one per decode thread and response).
+void assign(state::InternedString& out, const std::string& in, state::InternedStringBatch& strings) {
+  if (in.empty()) {
+    out = state::InternedString();
+  } else if (out != in) {
+    out = strings.get(in);
+  }
 }
 
 Result<std::vector<state::PortMapping>> workload_ports(const pw::PortList& list, std::string_view key) {
@@ -90,7 +93,7 @@ Result<state::TunnelProtocol> tunnel_protocol(pw::TunnelProtocol p) {
   }
 }
 
-Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
+Result<void> workload_traffic(const pw::Workload& in, state::Workload& w, state::InternedStringBatch& strings) {
   auto protocol = tunnel_protocol(in.tunnel_protocol());
   if (!protocol) return std::unexpected(std::move(protocol.error()));
   w.protocol = *protocol;
@@ -111,7 +114,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w) {
     }
     auto ports = workload_ports(list, key);
     if (!ports) return std::unexpected(std::move(ports.error()));
-    w.services.emplace(state::InternedString::cached(key), std::move(*ports));
+    w.services.emplace(strings.get(key), std::move(*ports));
   }
   w.authorization_policies.assign(in.authorization_policies().begin(), in.authorization_policies().end());
   w.healthy = in.status() != pw::UNHEALTHY;
@@ -245,29 +248,34 @@ Result<state::Rule> rule(const ps::Rule& in) {
 }  // namespace
 
 Result<state::Workload> to_workload(const pw::Workload& in) {
+  state::InternedStringBatch strings;
+  return to_workload(in, strings);
+}
+
+Result<state::Workload> to_workload(const pw::Workload& in, state::InternedStringBatch& strings) {
   if (in.uid().empty()) return fail(Errc::kConfig, "workload has an empty uid");
   MESHNODE_XDS_TRY(check_supported(in));
   state::Workload w;
   w.uid = in.uid();
   w.name = in.name();
-  assign(w.ns, in.namespace_());
+  assign(w.ns, in.namespace_(), strings);
   // Empty identity fields keep the defaults the Workload starts with.
-  if (!in.service_account().empty()) assign(w.service_account, in.service_account());
-  if (!in.trust_domain().empty()) assign(w.trust_domain, in.trust_domain());
-  if (!in.cluster_id().empty()) assign(w.cluster_id, in.cluster_id());
-  assign(w.node, in.node());
-  assign(w.network, in.network());
-  assign(w.hostname, in.hostname());
-  assign(w.canonical_name, in.canonical_name());
-  assign(w.canonical_revision, in.canonical_revision());
-  assign(w.workload_name, in.workload_name());
-  w.workload_type = workload_type(in.workload_type());
+  if (!in.service_account().empty()) assign(w.service_account, in.service_account(), strings);
+  if (!in.trust_domain().empty()) assign(w.trust_domain, in.trust_domain(), strings);
+  if (!in.cluster_id().empty()) assign(w.cluster_id, in.cluster_id(), strings);
+  assign(w.node, in.node(), strings);
+  assign(w.network, in.network(), strings);
+  assign(w.hostname, in.hostname(), strings);
+  assign(w.canonical_name, in.canonical_name(), strings);
+  assign(w.canonical_revision, in.canonical_revision(), strings);
+  assign(w.workload_name, in.workload_name(), strings);
+  w.workload_type = workload_type(in.workload_type(), strings);
   if (in.has_locality()) {
-    assign(w.locality.region, in.locality().region());
-    assign(w.locality.zone, in.locality().zone());
-    assign(w.locality.subzone, in.locality().subzone());
+    assign(w.locality.region, in.locality().region(), strings);
+    assign(w.locality.zone, in.locality().zone(), strings);
+    assign(w.locality.subzone, in.locality().subzone(), strings);
   }
-  MESHNODE_XDS_TRY(workload_traffic(in, w));
+  MESHNODE_XDS_TRY(workload_traffic(in, w, strings));
   return w;
 }
 

@@ -45,6 +45,19 @@ inline constexpr std::string_view kAuthorizationType = "type.googleapis.com/isti
 /// supported yet: dropping them would bypass the waypoint); a service key without "ns/hostname"
 /// shape; a service port outside 1..65535 or target port above 65535.
 [[nodiscard]] Result<state::Workload> to_workload(const istio::workload::Workload& in);
+/// As above, interning the shared fields through `strings` (bulk conversion: one batch per
+/// decode thread and response).
+[[nodiscard]] Result<state::Workload> to_workload(const istio::workload::Workload& in,
+                                                  state::InternedStringBatch& strings);
+
+/// The fast path for the common Address resource: `address` is the Any payload (wire bytes of an
+/// istio.workload.Address). When it returns true, `out` (a default Workload on entry) equals what
+/// parsing the message and to_workload(address.workload()) give. It declines (false; `out` is
+/// then unspecified) anything it does not convert exactly like that — a service, unknown or
+/// unsupported fields, non-ASCII strings, a value to_workload() rejects, malformed bytes — and the
+/// caller takes the protobuf path, which yields the result or error as usual.
+[[nodiscard]] bool fast_workload_from_address(std::string_view address, state::InternedStringBatch& strings,
+                                              state::Workload& out);
 
 /// istio.workload.Service → state::Service (research §3.3).
 /// Rejected (Errc::kConfig): empty namespace or hostname; a VIP that is not 4 or 16 bytes; a VIP

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "authorization.pb.h"
 #include "discovery.pb.h"
@@ -125,36 +126,111 @@ Result<void> ResourceStore::check_service(const std::string& name, const state::
   return {};
 }
 
+std::size_t ResourceStore::OwnerIndex::hash(std::string_view network, const base::IpAddr& ip) noexcept {
+  std::size_t h = std::hash<base::IpAddr>{}(ip);
+  return network.empty() ? h : h ^ (std::hash<std::string_view>{}(network) * 0x9e3779b97f4a7c15ULL);
+}
+
+bool ResourceStore::OwnerIndex::holds(const Held& owner, std::string_view network, const base::IpAddr& ip) noexcept {
+  const AddressEntry& e = owner.second;
+  if (e.workload) {
+    return e.workload->network == network &&
+           std::find(e.workload->addresses.begin(), e.workload->addresses.end(), ip) != e.workload->addresses.end();
+  }
+  return std::any_of(e.service->vips.begin(), e.service->vips.end(),
+                     [&](const state::NetworkAddress& v) { return v.address == ip && v.network == network; });
+}
+
+std::size_t ResourceStore::OwnerIndex::slot_of(std::size_t h, std::string_view network, const base::IpAddr& ip) const {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.owner == nullptr || (s.hash == h && holds(*s.owner, network, ip))) return i;
+  }
+}
+
+void ResourceStore::OwnerIndex::rehash(std::size_t slots) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(slots, Slot{});
+  const std::size_t mask = slots - 1;
+  for (const Slot& s : old) {
+    if (s.owner == nullptr) continue;
+    std::size_t i = s.hash & mask;
+    while (slots_[i].owner != nullptr) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+void ResourceStore::OwnerIndex::reserve(std::size_t claims) {
+  std::size_t want = 16;
+  while (want * 7 / 8 < claims) want *= 2;
+  if (want > slots_.size()) rehash(want);
+}
+
+const ResourceStore::Held* ResourceStore::OwnerIndex::find(std::string_view network, const base::IpAddr& ip) const {
+  if (used_ == 0) return nullptr;
+  return slots_[slot_of(hash(network, ip), network, ip)].owner;
+}
+
+const ResourceStore::Held* ResourceStore::OwnerIndex::claim(std::string_view network, const base::IpAddr& ip,
+                                                            const Held* owner) {
+  if ((used_ + 1) * 8 > slots_.size() * 7) rehash(slots_.empty() ? 16 : slots_.size() * 2);
+  std::size_t h = hash(network, ip);
+  Slot& s = slots_[slot_of(h, network, ip)];
+  const Held* previous = s.owner;
+  if (previous == nullptr) ++used_;
+  s = Slot{h, owner};
+  return previous;
+}
+
+void ResourceStore::OwnerIndex::release(std::string_view network, const base::IpAddr& ip, const Held* owner) {
+  if (used_ == 0) return;
+  std::size_t i = slot_of(hash(network, ip), network, ip);
+  if (slots_[i].owner != owner) return;
+  // Backward-shift deletion: move later members of the probe run into the hole (no tombstones).
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t j = (i + 1) & mask; slots_[j].owner != nullptr; j = (j + 1) & mask) {
+    std::size_t home = slots_[j].hash & mask;
+    // Slot j may move to i unless its home lies cyclically in (i, j].
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i] = Slot{};
+  --used_;
+}
+
 bool ResourceStore::erase_address(const std::string& name) {
   auto it = addresses_.find(name);
   if (it == addresses_.end()) return false;
   const AddressEntry& e = it->second;
-  auto release = [&](OwnerMap& owners, AddressView key) {
-    auto owner = owners.find(key);
-    if (owner != owners.end() && owner->second == name) owners.erase(owner);
+  const Held* self = &*it;
+  auto release = [&](OwnerIndex& owners, std::string_view network, const base::IpAddr& ip) {
+    owners.release(network, ip, self);
   };
   touch(name);
   if (e.workload) {
     --workload_count_;
     if (!rebuild_) removed_uids_.push_back(e.workload->uid);
     if (e.workload->uid != name) workload_uids_.erase(e.workload->uid);
-    for (const auto& ip : e.workload->addresses) release(ip_owner_, {e.workload->network, ip});
+    for (const auto& ip : e.workload->addresses) release(ip_owner_, e.workload->network, ip);
   } else {
     --service_count_;
     if (!rebuild_) removed_service_keys_.push_back(e.service->key());
     service_keys_.erase(e.service->key());
-    for (const auto& v : e.service->vips) release(vip_owner_, {v.network, v.address});
+    for (const auto& v : e.service->vips) release(vip_owner_, v.network, v.address);
   }
   if (!shadowed_.empty()) shadowed_.erase(name);
   addresses_.erase(it);
   return true;
 }
 
-void ResourceStore::put_address(const std::string& name, std::string version,
+void ResourceStore::put_address(const std::string& name, state::InternedString version,
                                 std::shared_ptr<const state::Workload> w,
                                 std::shared_ptr<const state::Service> s) {
-  erase_address(name);
-  AddressEntry entry{state::InternedString::cached(version), std::move(w), std::move(s), nullptr};
+  AddressEntry entry{std::move(version), std::move(w), std::move(s), nullptr};
   std::string_view key;
   if (entry.workload && entry.workload->uid == name) {
     key = entry.workload->uid;  // lives as long as the entry holds the workload
@@ -162,28 +238,33 @@ void ResourceStore::put_address(const std::string& name, std::string version,
     entry.own_name = std::make_unique<const std::string>(name);
     key = *entry.own_name;
   }
-  auto [it, inserted] = addresses_.emplace(key, std::move(entry));
+  // One lookup for a new name (the initial push: 100,000 of them); a name we hold is replaced.
+  auto [it, inserted] = addresses_.try_emplace(key, std::move(entry));
+  if (!inserted) {
+    erase_address(name);  // try_emplace left `entry` alone
+    std::tie(it, inserted) = addresses_.emplace(key, std::move(entry));
+  }
   std::string_view stored = it->first;
   const AddressEntry& e = it->second;
+  const Held* self = &*it;
   touch(stored);
   // The newest claim on an address wins; the previous owner keeps its other addresses.
-  auto claim = [&](OwnerMap& owners, AddressView key) {
-    auto [owner, fresh] = owners.try_emplace(key, stored);
-    if (!fresh && owner->second != stored) {
-      shadowed_.emplace(owner->second);
-      touch(owner->second);  // its visible addresses shrink
-      owner->second = stored;
+  auto claim = [&](OwnerIndex& owners, std::string_view network, const base::IpAddr& ip) {
+    const Held* previous = owners.claim(network, ip, self);
+    if (previous != nullptr && previous != self) {
+      shadowed_.emplace(previous->first);
+      touch(previous->first);  // its visible addresses shrink
     }
   };
   if (e.workload) {
     ++workload_count_;
     // The common case, resource name == uid, needs no index: addresses_ answers it.
     if (e.workload->uid != stored) workload_uids_[e.workload->uid] = stored;
-    for (const auto& ip : e.workload->addresses) claim(ip_owner_, {e.workload->network, ip});
+    for (const auto& ip : e.workload->addresses) claim(ip_owner_, e.workload->network, ip);
   } else {
     ++service_count_;
     service_keys_[e.service->key()] = stored;
-    for (const auto& v : e.service->vips) claim(vip_owner_, {v.network, v.address});
+    for (const auto& v : e.service->vips) claim(vip_owner_, v.network, v.address);
   }
 }
 
@@ -193,17 +274,26 @@ namespace {
 struct DecodedAddress {
   std::shared_ptr<const state::Workload> workload;
   std::shared_ptr<const state::Service> service;
+  state::InternedString version;
   std::string error;  // non-empty: rejected
 };
 
-DecodedAddress decode_address(const discovery::Resource& r, istio::workload::Address& scratch) {
+DecodedAddress decode_address(const discovery::Resource& r, istio::workload::Address& scratch,
+                              state::InternedStringBatch& strings) {
   DecodedAddress out;
   const std::string* bytes = payload(r, kAddressType, out.error);
   if (bytes == nullptr) return out;
+  {
+    state::Workload w;
+    if (fast_workload_from_address(*bytes, strings, w)) {
+      out.workload = std::make_shared<const state::Workload>(std::move(w));
+      return out;
+    }
+  }
   if (!scratch.ParseFromString(*bytes)) {
     out.error = "payload does not decode as istio.workload.Address";
   } else if (scratch.has_workload()) {
-    auto w = to_workload(scratch.workload());
+    auto w = to_workload(scratch.workload(), strings);
     if (w) out.workload = std::make_shared<const state::Workload>(std::move(*w));
     if (!w) out.error = std::move(w.error().context);
   } else if (scratch.has_service()) {
@@ -224,10 +314,13 @@ void decode_range(const discovery::DeltaDiscoveryResponse& response, int begin, 
   options.start_block_size = 64 * 1024;
   options.max_block_size = 1024 * 1024;
   google::protobuf::Arena arena(options);
+  state::InternedStringBatch strings;
   for (int i = begin; i < end; ++i) {
     if ((i - begin) % 512 == 511) arena.Reset();
     auto& scratch = *google::protobuf::Arena::CreateMessage<istio::workload::Address>(&arena);
-    out[static_cast<std::size_t>(i)] = decode_address(response.resources(i), scratch);
+    DecodedAddress& d = out[static_cast<std::size_t>(i)];
+    d = decode_address(response.resources(i), scratch, strings);
+    if (d.error.empty()) d.version = strings.get(response.resources(i).version(), 14);
   }
 }
 
@@ -271,7 +364,7 @@ void ResourceStore::apply_addresses(const discovery::DeltaDiscoveryResponse& res
       out.rejected.push_back({display_name(r.name()), ok.error().context});
       continue;
     }
-    put_address(r.name(), r.version(), std::move(d.workload), std::move(d.service));
+    put_address(r.name(), std::move(d.version), std::move(d.workload), std::move(d.service));
     ++out.upserted;
   }
 }
@@ -327,8 +420,8 @@ std::shared_ptr<const state::Workload> ResourceStore::visible(
   if (shadowed_.empty() || !shadowed_.contains(name)) return w;
   auto copy = std::make_shared<state::Workload>(*w);
   std::erase_if(copy->addresses, [&](const base::IpAddr& ip) {
-    auto owner = ip_owner_.find({w->network, ip});
-    return owner == ip_owner_.end() || owner->second != name;
+    const Held* owner = ip_owner_.find(w->network, ip);
+    return owner == nullptr || owner->first != name;
   });
   return copy;
 }
@@ -337,8 +430,8 @@ state::Service ResourceStore::visible(std::string_view name, const state::Servic
   state::Service out = s;
   if (shadowed_.empty() || !shadowed_.contains(name)) return out;
   std::erase_if(out.vips, [&](const state::NetworkAddress& v) {
-    auto owner = vip_owner_.find({v.network, v.address});
-    return owner == vip_owner_.end() || owner->second != name;
+    const Held* owner = vip_owner_.find(v.network, v.address);
+    return owner == nullptr || owner->first != name;
   });
   return out;
 }
@@ -434,7 +527,8 @@ bool ResourceStore::knows(std::string_view key) const {
   std::string k(key);
   if (addresses_.contains(k) || service_keys_.contains(k) || workload_uids_.contains(key)) return true;
   auto addr = address_key(key);
-  return addr && (ip_owner_.contains(*addr) || vip_owner_.contains(*addr));
+  return addr && (ip_owner_.find(addr->first, addr->second) != nullptr ||
+                  vip_owner_.find(addr->first, addr->second) != nullptr);
 }
 
 }  // namespace meshnode::xds

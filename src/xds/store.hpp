@@ -114,7 +114,7 @@ class ResourceStore {
                       ApplyOutcome& out);
   [[nodiscard]] Result<void> check_workload(const std::string& name, const state::Workload& w) const;
   [[nodiscard]] Result<void> check_service(const std::string& name, const state::Service& s) const;
-  void put_address(const std::string& name, std::string version, std::shared_ptr<const state::Workload> w,
+  void put_address(const std::string& name, state::InternedString version, std::shared_ptr<const state::Workload> w,
                    std::shared_ptr<const state::Service> s);
   bool erase_address(const std::string& name);
   [[nodiscard]] std::shared_ptr<const state::Workload> visible(
@@ -133,13 +133,35 @@ class ResourceStore {
 
   // Indexes hold views: into the keys of addresses_ (node-based, so stable until erased) and into
   // the converted workloads (immutable, owned by addresses_). erase_address() drops the views first.
-  using AddressView = std::pair<std::string_view, base::IpAddr>;
-  struct AddressViewHash {
-    std::size_t operator()(const AddressView& a) const noexcept {
-      return std::hash<base::IpAddr>{}(a.second) ^ (std::hash<std::string_view>{}(a.first) << 1);
-    }
+  using Held = std::pair<const std::string_view, AddressEntry>;  // an element of addresses_
+
+  // (network, IP) → the resource holding the newest claim on it. A flat open-addressing table of
+  // (hash, element of addresses_): the key is not stored, it is read back from the owner (its
+  // workload's network and addresses, or its service's VIPs) — 16 bytes per claim instead of a
+  // 64-byte hash node (the state-memory target, issue #12). An owner releases every claim it
+  // holds before it leaves addresses_, so no slot outlives its element.
+  class OwnerIndex {
+   public:
+    [[nodiscard]] const Held* find(std::string_view network, const base::IpAddr& ip) const;
+    /// Makes `owner` the holder; returns the previous one (nullptr if none).
+    const Held* claim(std::string_view network, const base::IpAddr& ip, const Held* owner);
+    /// Drops the claim if `owner` holds it.
+    void release(std::string_view network, const base::IpAddr& ip, const Held* owner);
+    void reserve(std::size_t claims);
+    [[nodiscard]] std::size_t size() const noexcept { return used_; }
+
+   private:
+    struct Slot {
+      std::size_t hash = 0;
+      const Held* owner = nullptr;  // nullptr = empty
+    };
+    static std::size_t hash(std::string_view network, const base::IpAddr& ip) noexcept;
+    static bool holds(const Held& owner, std::string_view network, const base::IpAddr& ip) noexcept;
+    [[nodiscard]] std::size_t slot_of(std::size_t h, std::string_view network, const base::IpAddr& ip) const;
+    void rehash(std::size_t slots);
+    std::vector<Slot> slots_;  // power-of-two size, at most 7/8 full
+    std::size_t used_ = 0;
   };
-  using OwnerMap = std::unordered_map<AddressView, std::string_view, AddressViewHash>;
 
   // By resource name. The key views the workload's uid when it is the name (the common case:
   // no second copy of 100,000 uids), else the entry's own_name.
@@ -151,8 +173,8 @@ class ResourceStore {
   std::size_t service_count_ = 0;
   std::unordered_map<std::string, std::string_view> service_keys_;  // "ns/hostname" → resource name
   std::unordered_map<std::string, std::string> policy_keys_;        // "ns/name" → resource name
-  OwnerMap ip_owner_;                            // workload (network, IP) → resource name (newest claim)
-  OwnerMap vip_owner_;                           // service (network, VIP) → resource name (newest claim)
+  OwnerIndex ip_owner_;                          // workload (network, IP) → newest claim
+  OwnerIndex vip_owner_;                         // service (network, VIP) → newest claim
   std::set<std::string, std::less<>> shadowed_;  // names that lost an IP or VIP to a newer claim
 
   // Incremental build(): the last snapshot built and what changed since. Once a batch grows past

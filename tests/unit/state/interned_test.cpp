@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,80 @@ TEST(InternedString, ConcurrentInternAndReleaseKeepCountsRight) {
   for (auto& t : threads) t.join();
   InternedString probe(std::string_view("race-3"));
   EXPECT_EQ(probe, "race-3");
+}
+
+TEST(InternedString, PoolFindsEveryLiveValueWhileOthersLeaveInAnyOrder) {
+  std::size_t before = InternedString::pool_size_for_test();
+  std::vector<InternedString> held;
+  for (int i = 0; i < 5000; ++i) held.emplace_back(std::string_view("pool-order-" + std::to_string(i)));
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 5000);
+  // Release a pseudo-random half; the other half must still be found (same entry), not re-added.
+  std::vector<bool> gone(5000, false);
+  for (int k = 0; k < 2500; ++k) {
+    int i = (k * 7919) % 5000;
+    gone[static_cast<std::size_t>(i)] = true;
+    held[static_cast<std::size_t>(i)] = InternedString();
+  }
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 2500);
+  for (int i = 0; i < 5000; ++i) {
+    InternedString again(std::string_view("pool-order-" + std::to_string(i)));
+    if (!gone[static_cast<std::size_t>(i)]) {
+      EXPECT_EQ(again.data(), held[static_cast<std::size_t>(i)].data()) << i;
+    }
+  }
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 2500);
+  held.clear();
+  EXPECT_EQ(InternedString::pool_size_for_test(), before);
+}
+
+TEST(InternedStringBatch, HandlesOutliveTheBatchAndTheLastHolderStillFreesTheEntry) {
+  std::size_t before = InternedString::pool_size_for_test();
+  std::vector<InternedString> kept;
+  {
+    InternedStringBatch batch;
+    InternedString plain(std::string_view("batch-test-0"));
+    // More handles per value than one refill reserves, and more values than the first table.
+    for (int i = 0; i < 300 * 200; ++i) {
+      // Plain lookups and the per-site shortcut (hits for repeats, misses across table growth).
+      std::string value = "batch-test-" + std::to_string(i % 300);
+      InternedString s = i % 3 == 0 ? batch.get(value) : batch.get(value, static_cast<std::size_t>(i / 7 % 20));
+      EXPECT_EQ(s, "batch-test-" + std::to_string(i % 300));
+      if (i % 300 == 0) {
+        EXPECT_EQ(s.data(), plain.data());  // the pool's entry, not a copy
+      }
+      if (i % 1000 == 7) kept.push_back(std::move(s));
+    }
+    EXPECT_EQ(batch.size(), 300u);
+    EXPECT_TRUE(batch.get("").empty());
+    EXPECT_EQ(InternedString::pool_size_for_test(), before + 300);
+  }
+  // The batch returned what it had reserved: only the kept handles hold entries now.
+  std::size_t distinct_kept = 0;
+  for (int v = 0; v < 300; ++v) {
+    std::string value = "batch-test-" + std::to_string(v);
+    if (std::any_of(kept.begin(), kept.end(), [&](const InternedString& k) { return k == value; }))
+      ++distinct_kept;
+  }
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + distinct_kept);
+  kept.clear();
+  EXPECT_EQ(InternedString::pool_size_for_test(), before);
+}
+
+TEST(InternedStringBatch, BatchesOnSeveralThreadsShareEntries) {
+  std::size_t before = InternedString::pool_size_for_test();
+  std::vector<std::vector<InternedString>> out(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&out, t] {
+      InternedStringBatch batch;
+      for (int i = 0; i < 20000; ++i) out[t].push_back(batch.get("shared-" + std::to_string(i % 50)));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(InternedString::pool_size_for_test(), before + 50);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(out[t][17].data(), out[0][17].data());
+  out.clear();
+  EXPECT_EQ(InternedString::pool_size_for_test(), before);
 }
 
 TEST(WorkloadServices, ReadsLikeTheMapItReplaces) {

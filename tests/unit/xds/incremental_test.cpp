@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "unit/state/snapshot_compare.hpp"
 #include "unit/xds/resources.hpp"
 #include "xds/store.hpp"
@@ -145,6 +150,69 @@ TEST_F(IncrementalStore, PolicyChangesAndBigBatchesMatchAFullRebuild) {
   add(small, member(401, "10.5.0.1"), "4");
   ASSERT_TRUE(store_.apply(small).rejected.empty());
   check();
+}
+
+// The (network, IP) owner index under churn: 200 pods drawing one or two IPs from a pool of 48,
+// so claims collide, move and are released all the time. Checked against a model of the rule
+// (the newest claim wins; a released claim leaves the IP unowned) through knows() and the
+// snapshot's address lookup, and each incremental build against a full rebuild.
+TEST(StoreAddressOwners, NewestClaimWinsUnderChurn) {
+  auto store = std::move(*ResourceStore::create({}));
+  std::map<std::string, std::vector<std::string>> held;  // uid → IPs
+  std::map<std::string, std::string> owner;              // IP → uid
+  std::mt19937 rng(12);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto pool_ip = [](int k) { return "10.7." + std::to_string(k / 16) + "." + std::to_string(k % 16 + 1); };
+  auto release = [&](const std::string& uid) {
+    for (const auto& ip : held[uid]) {
+      if (auto it = owner.find(ip); it != owner.end() && it->second == uid) owner.erase(it);
+    }
+    held.erase(uid);
+  };
+  for (int round = 0; round < 60; ++round) {
+    auto resp = response(kAddressType);
+    std::vector<std::string> removed;
+    for (int r = pick(4); r > 0 && !held.empty(); --r) {
+      auto it = std::next(held.begin(), pick(static_cast<int>(held.size())));
+      resp.add_removed_resources(it->first);
+      removed.push_back(it->first);
+    }
+    for (const auto& uid : removed) {
+      if (held.contains(uid)) release(uid);
+    }
+    // Big first rounds take the from-scratch path, small later ones the incremental one.
+    int puts = round < 3 ? 80 : 1 + pick(12);
+    for (int k = 0; k < puts; ++k) {
+      auto w = pod("churn", "pod-" + std::to_string(pick(200)), pool_ip(pick(48)));
+      if (pick(3) == 0) w.add_addresses(ip4(pool_ip(pick(48))));
+      std::vector<std::string> ips;
+      for (const auto& raw : w.addresses()) ips.push_back(base::IpAddr::from_bytes(raw)->to_string());
+      add(resp, w, std::to_string(round));
+      release(w.uid());
+      held[w.uid()] = ips;
+      for (const auto& ip : ips) owner[ip] = w.uid();
+    }
+    auto outcome = store.apply(resp);
+    ASSERT_TRUE(outcome.rejected.empty()) << outcome.error_message();
+    auto got = store.build();
+    ASSERT_TRUE(got) << got.error().message();
+    auto want = store.build_full_for_test();
+    ASSERT_TRUE(want) << want.error().message();
+    state::test::expect_same_snapshot(**got, **want);
+    for (int k = 0; k < 48; ++k) {
+      std::string ip = pool_ip(k);
+      auto it = owner.find(ip);
+      EXPECT_EQ(store.knows("/" + ip), it != owner.end()) << "round " << round << " ip " << ip;
+      auto w = (*got)->workload_by_address("", *base::IpAddr::parse(ip));
+      if (it == owner.end()) {
+        EXPECT_EQ(w, nullptr) << "round " << round << " ip " << ip;
+      } else {
+        ASSERT_NE(w, nullptr) << "round " << round << " ip " << ip;
+        EXPECT_EQ(w->uid, it->second) << "round " << round << " ip " << ip;
+      }
+    }
+    EXPECT_EQ(store.workload_count(), held.size());
+  }
 }
 
 }  // namespace

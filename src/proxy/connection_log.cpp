@@ -62,6 +62,10 @@ void log_connection(const ConnectionRecord& r) {
       quoted_or_dash(l.destination_principal), r.direction, r.bytes_sent, r.bytes_recv, ms.count());
   if (is_failure(r.error)) {
     spdlog::error("{} error=\"{}\"", line, r.error->message());
+  } else if (r.error) {
+    // A reset or close by a peer is how TCP ends, not a proxy failure; but "0 bytes" alone would
+    // hide which side ended it and how.
+    spdlog::info("{} ended=\"{}\"", line, r.error->message());
   } else {
     spdlog::info("{}", line);
   }

@@ -37,7 +37,7 @@ void set_source(TrafficLabels& labels, const state::Workload& workload);
 void set_destination(TrafficLabels& labels, const state::Workload& workload);
 
 /// Writes the single access-log line of a connection ("connection complete", info on success,
-/// error with error="…" on failure).
+/// info with ended="…" when a peer reset or closed it, error with error="…" on failure).
 void log_connection(const ConnectionRecord& record);
 
 /// Response flag for a failed connection's closing metrics (Istio's values: "DENY",

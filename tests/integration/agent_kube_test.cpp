@@ -338,7 +338,8 @@ TEST_F(KubeAgentWithProxy, NamespaceLabelMovesRunningTrafficFromPlainToMtlsAndBa
 
   api_->patch_namespace("shop", {{"metadata", {{"labels", {{"istio.io/dataplane-mode", "ambient"}}}}}});
   ASSERT_TRUE(enrolled_everywhere(1));
-  ASSERT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") != std::string::npos; }));
+  ASSERT_TRUE(integration::eventually(10s, [&] { return listeners(2).find(":15008") != std::string::npos; }))
+      << listeners(2) << integration::read_file((dir_ / "proxy2.log").string());
   EXPECT_TRUE(call_app().starts_with("peer=")) << integration::read_file((dir_ / "proxy1.log").string());
   EXPECT_TRUE(integration::eventually(5s, [&] { return mtls_at_node2() == 1; })) << proxy_metrics(2);
   EXPECT_NE(proxy_metrics(2).find("source_principal=\"spiffe://cluster.local/ns/shop/sa/sa1\""), std::string::npos)

@@ -288,6 +288,16 @@ class KubeAgentWithProxy : public AgentWithProxy {
           {"ip", "netns", "exec", pod_netns(n), "sleep", "600"},
           {.stdout_path = (dir_ / (name + ".out")).string(), .stderr_path = (dir_ / (name + ".err")).string()}));
     }
+    // The agents look for the pods' processes in a /proc of this test's own: every simulated
+    // cluster gives its pods the same IPs, and the netns finder picks the first netns that holds
+    // the pod's IP, which under a parallel ctest may be another test's pod (the listeners then
+    // went up in that netns and this test waited for them in vain).
+    proc_root_ = dir_ / "proc";
+    std::filesystem::create_directories(proc_root_);
+    for (const auto& sandbox : sandboxes_) {
+      const std::string pid = std::to_string(sandbox.pid());
+      std::filesystem::create_directory_symlink("/proc/" + pid, proc_root_ / pid);
+    }
   }
   void TearDown() override {
     agents_.clear();
@@ -301,6 +311,7 @@ class KubeAgentWithProxy : public AgentWithProxy {
     kube.cluster = cluster_;
     kube.node_name = "node" + std::to_string(n);
     kube.sync_timeout = 10s;
+    kube.proc_root = proc_root_.string();
     o.kube = kube;
     auto agent = Agent::start(o, registries_[n]);
     ASSERT_TRUE(agent) << agent.error().message();
@@ -320,6 +331,7 @@ class KubeAgentWithProxy : public AgentWithProxy {
   std::unique_ptr<fakes::FakeKubeApi> api_;
   kube::ClusterConfig cluster_;
   std::vector<integration::Process> sandboxes_;
+  std::filesystem::path proc_root_;
 };
 
 TEST_F(KubeAgentWithProxy, NamespaceLabelMovesRunningTrafficFromPlainToMtlsAndBack) {

@@ -104,6 +104,8 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
     std::sort(upserts.begin(), upserts.end(),
               [](const auto& a, const auto& b) { return std::less<const Workload*>{}(a.get(), b.get()); });
   }
+  // (Should several workloads of a big build lack a uid, which one is named is unspecified; the
+  // xDS store never passes one.)
   for (const auto& w : upserts) {
     if (w->uid.empty()) return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
   }

@@ -12,7 +12,7 @@ using base::fail;
 
 namespace {
 
-bool by_uid(const std::shared_ptr<const Workload>& a, const std::shared_ptr<const Workload>& b) {
+bool by_uid_less(const std::shared_ptr<const Workload>& a, const std::shared_ptr<const Workload>& b) {
   return a->uid < b->uid;
 }
 
@@ -31,6 +31,10 @@ std::vector<T> merge_sorted(std::vector<T> a, std::vector<T> b, Less less) {
              std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()), std::back_inserter(out), less);
   return out;
 }
+
+// From this many workloads on, a build walks them in memory order (see apply_workloads); below,
+// they fit in the cache and the sort would cost more than it saves.
+constexpr std::size_t kMemoryOrderFrom = 2048;
 
 // Equal interned values share one entry, so its address is a valid (and cheap) hash.
 struct ByEntry {
@@ -86,9 +90,34 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
   if (upserts.empty() && removed.empty()) return {};
   for (const auto& w : upserts) {
     if (!w) return fail(Errc::kInvalidArgument, "null workload");
+  }
+  // Every walk below that reads inside the workloads (uids, addresses, services, reference counts)
+  // goes through them in memory order: unless they come sorted by uid, many of them are first put
+  // in the order of their addresses (a sort of pointers, no workload read). 100,000 workloads are
+  // far bigger than the cache, and the caller's order (the xDS store's hash order) is not memory
+  // order: walked in it, or in uid order, every workload cost a few cache misses (issue #12).
+  // Only compact arrays are read in uid order: `uids` (the uid views, in uid order) and `by_uid`
+  // (uid order → index into upserts; empty when the upserts are already sorted by uid).
+  const std::size_t n = upserts.size();
+  const bool sorted = std::is_sorted(upserts.begin(), upserts.end(), by_uid_less);
+  if (!sorted && n >= kMemoryOrderFrom) {
+    std::sort(upserts.begin(), upserts.end(),
+              [](const auto& a, const auto& b) { return std::less<const Workload*>{}(a.get(), b.get()); });
+  }
+  // (Should several workloads of a big build lack a uid, which one is named is unspecified; the
+  // xDS store never passes one.)
+  for (const auto& w : upserts) {
     if (w->uid.empty()) return fail(Errc::kConfig, "workload '" + w->ns + "/" + w->name + "' has an empty uid");
   }
-  if (!std::is_sorted(upserts.begin(), upserts.end(), by_uid)) {
+  std::vector<std::string_view> uids;
+  std::vector<std::uint32_t> by_uid;
+  uids.reserve(n);
+  if (sorted) {
+    for (const auto& w : upserts) uids.emplace_back(w->uid);
+    for (std::size_t i = 1; i < n; ++i) {
+      if (uids[i] == uids[i - 1]) return fail(Errc::kConfig, "duplicate workload uid '" + upserts[i]->uid + "'");
+    }
+  } else {
     // Sort (uid view, index) pairs, not the pointers: a compare then reads the uid bytes directly
     // instead of chasing workload → uid (the 100,000-workload initial push spends most of its
     // snapshot time here).
@@ -103,9 +132,9 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
     std::string_view first = upserts[0]->uid;
     std::size_t common = first.size();
     for (const auto& w : upserts) {
-      std::size_t n = std::min(common, w->uid.size());
+      std::size_t m = std::min(common, w->uid.size());
       std::size_t k = 0;
-      while (k < n && w->uid[k] == first[k]) ++k;
+      while (k < m && w->uid[k] == first[k]) ++k;
       common = k;
     }
     auto window = [common](std::string_view uid, std::size_t at) {
@@ -117,8 +146,8 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
       return v;
     };
     std::vector<Keyed> order;
-    order.reserve(upserts.size());
-    for (std::uint32_t i = 0; i < upserts.size(); ++i) {
+    order.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
       std::string_view uid = upserts[i]->uid;
       order.push_back({window(uid, 0), window(uid, 8), uid, i});
     }
@@ -128,41 +157,45 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
       if (a.lo != b.lo) return a.lo < b.lo;
       return a.uid < b.uid;
     });
-    std::vector<std::shared_ptr<const Workload>> sorted;
-    sorted.reserve(upserts.size());
-    for (const auto& k : order) sorted.push_back(std::move(upserts[k.index]));
-    upserts = std::move(sorted);
-  }
-  for (std::size_t i = 1; i < upserts.size(); ++i) {
-    if (upserts[i]->uid == upserts[i - 1]->uid)
-      return fail(Errc::kConfig, "duplicate workload uid '" + upserts[i]->uid + "'");
+    // Equal uids have equal windows: only then are the strings read.
+    for (std::size_t k = 1; k < n; ++k) {
+      const Keyed& a = order[k - 1];
+      const Keyed& b = order[k];
+      if (a.hi == b.hi && a.lo == b.lo && a.uid == b.uid)
+        return fail(Errc::kConfig, "duplicate workload uid '" + std::string(b.uid) + "'");
+    }
+    by_uid.reserve(n);
+    for (const auto& k : order) {
+      uids.push_back(k.uid);
+      by_uid.push_back(k.index);
+    }
   }
   sort_if_needed(removed, std::less<>{});
   // One change per uid, in uid order; an upsert of a removed uid replaces it.
   std::vector<WorkloadMap::Change> changes;
-  changes.reserve(upserts.size() + removed.size());
+  changes.reserve(n + removed.size());
   std::vector<std::shared_ptr<const Workload>> olds;  // the versions this delta replaces or removes
-  // Where each upsert's change is: its value is moved in once the address and endpoint indexes
-  // have taken their copies (a copy here would cost 100,000 reference-count round trips on a
-  // full build, each a cache miss on the workload's control block).
+  // Where each upsert's change is, in uid order: its value is moved in once the address and
+  // endpoint indexes have taken their copies (a copy here would cost 100,000 reference-count round
+  // trips on a full build, each a cache miss on the workload's control block).
   std::vector<std::size_t> upsert_at;
-  upsert_at.reserve(upserts.size());
+  upsert_at.reserve(n);
   {
     std::size_t r = 0;
     auto remember_old = [&](std::string_view uid) {
       if (workloads_.empty()) return;
       if (const auto* old = workloads_.find(uid)) olds.push_back(old->second);
     };
-    for (const auto& w : upserts) {
-      for (; r < removed.size() && removed[r] < w->uid; ++r) {
+    for (std::string_view uid : uids) {
+      for (; r < removed.size() && removed[r] < uid; ++r) {
         if (r > 0 && removed[r] == removed[r - 1]) continue;
         remember_old(removed[r]);
         changes.emplace_back(removed[r], std::nullopt);
       }
-      if (r < removed.size() && removed[r] == w->uid) ++r;
-      remember_old(w->uid);
+      if (r < removed.size() && removed[r] == uid) ++r;
+      remember_old(uid);
       upsert_at.push_back(changes.size());
-      changes.emplace_back(w->uid, std::nullopt);  // filled below
+      changes.emplace_back(uid, std::nullopt);  // filled below
     }
     for (; r < removed.size(); ++r) {
       if (r > 0 && removed[r] == removed[r - 1]) continue;
@@ -171,8 +204,17 @@ Result<void> StateSnapshot::apply_workloads(std::vector<std::shared_ptr<const Wo
     }
   }
   if (auto ok = apply_addresses(olds, upserts); !ok) return ok;
-  apply_endpoints(olds, upserts);
-  for (std::size_t i = 0; i < upserts.size(); ++i) changes[upsert_at[i]].second = std::move(upserts[i]);
+  {
+    // rank[i]: the uid-order position of upserts[i] (endpoint lists are in uid order).
+    std::vector<std::uint32_t> rank;
+    if (!by_uid.empty()) {
+      rank.resize(n);
+      for (std::uint32_t k = 0; k < n; ++k) rank[by_uid[k]] = k;
+    }
+    apply_endpoints(olds, upserts, rank);
+  }
+  for (std::size_t k = 0; k < n; ++k)
+    changes[upsert_at[k]].second = std::move(upserts[by_uid.empty() ? k : by_uid[k]]);
   workloads_.apply(changes);
   return {};
 }
@@ -197,6 +239,7 @@ Result<void> StateSnapshot::apply_addresses(const std::vector<std::shared_ptr<co
     return Claim{{ip, network}, w, static_cast<std::uint64_t>(ip.family()), word(0), word(8)};
   };
   std::vector<Claim> claims;
+  claims.reserve(olds.size() + upserts.size());  // most workloads have one address
   for (const auto& w : olds) {
     for (const auto& ip : w->addresses) claims.push_back(claim(ip, w->network, nullptr));
   }
@@ -260,17 +303,24 @@ Result<void> StateSnapshot::apply_addresses(const std::vector<std::shared_ptr<co
 }
 
 void StateSnapshot::apply_endpoints(const std::vector<std::shared_ptr<const Workload>>& olds,
-                                    const std::vector<std::shared_ptr<const Workload>>& upserts) {
-  // New endpoints per service key, in uid order (upserts are sorted by uid): the weighted pick in
-  // select_route depends on a stable order.
-  std::unordered_map<InternedString, std::vector<Endpoint>, ByEntry> fresh;
-  for (const auto& w : upserts) {
-    for (const auto& [key, ports] : w->services) fresh[key].push_back(Endpoint{w, ports});
+                                    const std::vector<std::shared_ptr<const Workload>>& upserts,
+                                    std::span<const std::uint32_t> rank) {
+  // New endpoints per service key, collected in the upserts' (memory) order with their uid rank,
+  // then put in uid order: the weighted pick in select_route depends on a stable order.
+  struct Ranked {
+    std::uint32_t rank;
+    Endpoint endpoint;
+  };
+  std::unordered_map<InternedString, std::vector<Ranked>, ByEntry> collected;
+  for (std::size_t i = 0; i < upserts.size(); ++i) {
+    const auto& w = upserts[i];
+    auto r = rank.empty() ? static_cast<std::uint32_t>(i) : rank[i];
+    for (const auto& [key, ports] : w->services) collected[key].push_back(Ranked{r, Endpoint{w, ports}});
   }
   std::unordered_set<std::string_view> changed;  // uids whose old endpoints leave
   std::vector<InternedString> keys;
-  keys.reserve(fresh.size());
-  for (const auto& [key, list] : fresh) keys.push_back(key);
+  keys.reserve(collected.size());
+  for (const auto& [key, list] : collected) keys.push_back(key);
   for (const auto& w : olds) {
     changed.insert(w->uid);
     for (const auto& [key, ports] : w->services) keys.push_back(key);
@@ -289,7 +339,12 @@ void StateSnapshot::apply_endpoints(const std::vector<std::shared_ptr<const Work
       }
     }
     std::vector<Endpoint> added;
-    if (auto it = fresh.find(key); it != fresh.end()) added = std::move(it->second);
+    if (auto it = collected.find(key); it != collected.end()) {
+      std::vector<Ranked>& list = it->second;
+      sort_if_needed(list, [](const Ranked& a, const Ranked& b) { return a.rank < b.rank; });
+      added.reserve(list.size());
+      for (auto& e : list) added.push_back(std::move(e.endpoint));
+    }
     std::vector<Endpoint> list = kept.empty() ? std::move(added)
                                  : added.empty() ? std::move(kept)
                                                  : merge_sorted(std::move(kept), std::move(added), endpoint_order);

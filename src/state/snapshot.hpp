@@ -164,8 +164,11 @@ class StateSnapshot {
                                              std::vector<std::string> removed);
   [[nodiscard]] Result<void> apply_addresses(const std::vector<std::shared_ptr<const Workload>>& olds,
                                              const std::vector<std::shared_ptr<const Workload>>& upserts);
+  // `upserts` in any order; rank[i] is the uid-order position of upserts[i] (empty: they are
+  // sorted by uid).
   void apply_endpoints(const std::vector<std::shared_ptr<const Workload>>& olds,
-                       const std::vector<std::shared_ptr<const Workload>>& upserts);
+                       const std::vector<std::shared_ptr<const Workload>>& upserts,
+                       std::span<const std::uint32_t> rank);
   [[nodiscard]] Result<void> apply_services(std::vector<Service> upserts, std::vector<std::string> removed);
   [[nodiscard]] Result<void> index_policies(std::vector<Authorization> policies);
 

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
 #include "unit/state/fixture.hpp"
+#include "unit/state/snapshot_compare.hpp"
 
 namespace meshnode::state {
 namespace {
@@ -125,6 +132,86 @@ TEST(Workload, IdentityDefaults) {
   w.service_account = "api";
   w.trust_domain = "example.org";
   EXPECT_EQ(w.identity().to_string(), "spiffe://example.org/ns/prod/sa/api");
+}
+
+// Big builds (from 2,048 workloads) walk the workloads in memory order and put the results in uid
+// order by rank. Here allocation order, input order and uid order are three different shuffles:
+// the indexes must come out as from the same workloads handed over sorted by uid (the path that
+// keeps the input order), and errors still name the right workloads.
+base::IpAddr v4(std::uint32_t v) {
+  return base::IpAddr::v4({static_cast<std::uint8_t>(v >> 24), static_cast<std::uint8_t>(v >> 16),
+                           static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)});
+}
+
+TEST(StateSnapshotBuild, BigUnsortedBuildEqualsSortedBuild) {
+  constexpr int kCount = 5000;
+  std::mt19937 rng(12);
+  std::vector<int> alloc_order(kCount);
+  for (int i = 0; i < kCount; ++i) alloc_order[i] = i;
+  std::shuffle(alloc_order.begin(), alloc_order.end(), rng);
+  std::vector<std::shared_ptr<const Workload>> by_index(kCount);
+  std::map<std::string, std::set<std::string>> members;  // service key → uids
+  for (int i : alloc_order) {
+    // Uids in an order unrelated to i; a shared prefix, as istiod's.
+    int u = (i * 7919) % kCount;
+    auto w = std::make_shared<Workload>(workload("Kubernetes//Pod/ns/pod-" + std::to_string(u), "ns", "sa", {}));
+    w->addresses.push_back(v4(0x0a000000u + static_cast<std::uint32_t>(i)));
+    if (i % 3 == 0) w->addresses.push_back(v4(0x0b000000u + static_cast<std::uint32_t>(i)));
+    if (i % 5 == 0) w->network = "net2";
+    for (int k : {i % 37, 37 + i % 11}) {
+      std::string key = "ns/svc-" + std::to_string(k) + ".ns.svc.cluster.local";
+      w->services.emplace(key, std::vector<PortMapping>{{80, static_cast<std::uint16_t>(8000 + i % 100)}});
+      members[key].insert(w->uid);
+    }
+    by_index[i] = std::move(w);
+  }
+  std::vector<std::shared_ptr<const Workload>> input = by_index;
+  std::shuffle(input.begin(), input.end(), rng);
+  std::vector<std::shared_ptr<const Workload>> sorted = by_index;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a->uid < b->uid; });
+
+  auto big = StateSnapshot::build(input, {}, {});
+  ASSERT_TRUE(big.has_value()) << big.error().message();
+  auto reference = StateSnapshot::build(sorted, {}, {});
+  ASSERT_TRUE(reference.has_value()) << reference.error().message();
+  test::expect_same_snapshot(**big, **reference);
+  ASSERT_EQ((*big)->workloads().size(), static_cast<std::size_t>(kCount));
+  std::string previous;
+  for (const auto& [uid, w] : (*big)->workloads()) {
+    EXPECT_LT(previous, uid);
+    previous = std::string(uid);
+  }
+  for (const auto& [key, uids] : members) {
+    auto got = test::endpoint_uids(**big, key);
+    EXPECT_EQ(got, std::vector<std::string>(uids.begin(), uids.end())) << key;  // uid order
+    for (const auto& e : (*big)->endpoints(key)) {
+      ASSERT_EQ(e.ports.size(), 1u);
+      EXPECT_EQ(e.ports[0].target_port, e.workload->services.at(key)[0].target_port);
+    }
+  }
+  for (int i = 0; i < kCount; ++i) {
+    const auto& w = by_index[i];
+    for (const auto& ip : w->addresses) {
+      auto owner = (*big)->workload_by_address(w->network, ip);
+      ASSERT_NE(owner, nullptr) << ip.to_string();
+      EXPECT_EQ(owner.get(), w.get()) << ip.to_string();
+    }
+  }
+
+  // A duplicate uid and an address clash in a big unsorted input are still found and named.
+  auto dup = input;
+  dup.push_back(std::make_shared<Workload>(workload(by_index[4321]->uid, "other", "sa", {"10.200.0.1"})));
+  std::shuffle(dup.begin(), dup.end(), rng);
+  auto dup_result = StateSnapshot::build(dup, {}, {});
+  ASSERT_FALSE(dup_result.has_value());
+  EXPECT_EQ(dup_result.error().context, "duplicate workload uid '" + by_index[4321]->uid + "'");
+  auto clash = input;
+  clash.push_back(std::make_shared<Workload>(workload("Kubernetes//Pod/ns/zz-late", "ns", "sa", {"10.0.0.7"})));
+  std::shuffle(clash.begin(), clash.end(), rng);
+  auto clash_result = StateSnapshot::build(clash, {}, {});
+  ASSERT_FALSE(clash_result.has_value());
+  EXPECT_EQ(clash_result.error().context, "workloads '" + by_index[7]->uid +
+                                               "' and 'Kubernetes//Pod/ns/zz-late' both have address /10.0.0.7");
 }
 
 }  // namespace

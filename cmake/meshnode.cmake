@@ -31,3 +31,17 @@ function(meshnode_test name)
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
+
+# meshnode_use_allocator(<executable>): links jemalloc (with our options, src/base/jemalloc_conf.cpp)
+# when MESHNODE_JEMALLOC is on. jemalloc returns freed memory where glibc keeps it in per-thread
+# arenas (issue 11's soak, issue 15's RSS-after-load figure). Off under the sanitizers, which
+# bring their own allocator.
+if(MESHNODE_JEMALLOC AND NOT MESHNODE_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Fuzz")
+  set(MESHNODE_USES_JEMALLOC ON)
+endif()
+function(meshnode_use_allocator target)
+  if(MESHNODE_USES_JEMALLOC)
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/base/jemalloc_conf.cpp)
+    target_link_libraries(${target} PRIVATE ${MESHNODE_JEMALLOC_LIBRARY})
+  endif()
+endfunction()

@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   libasio-dev libssl-dev libnghttp2-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libnftables-dev libcurl4-openssl-dev
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libnftables-dev libcurl4-openssl-dev libjemalloc-dev
   # fuzz preset: clang 19 (clang 14's libstdc++ mode has no std::expected) and its libFuzzer runtime
   clang-19 libclang-rt-19-dev
   # tests and demo: real peers and real network plumbing

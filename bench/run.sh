@@ -217,6 +217,7 @@ done
     for i in 0 1 2 3 4; do
       [[ "$n $i" == "1 1" || "$n $i" == "2 2" ]] && continue
       proto=HBONE; sa="idle"
+      [[ $n == 1 ]] && sa="app-$i"   # node 1's enrolled pods: four different apps (own identities)
       [[ "$n $i" == "1 0" ]] && sa=client
       [[ "$n $i" == "2 0" ]] && sa=server
       [[ "$n $i" == "2 1" ]] && { sa=server-tcp; proto=TCP; }
@@ -373,6 +374,12 @@ start_targets() {  # $1 = echo|iperf3|http
       iperf3) start_group "target-iperf3-$ns" "$ns" "exec iperf3 -s -p $TPORT" ;;
     esac
     TARGET_PGS+=("$LAST_PG")
+    if [[ $1 == iperf3 && $ns == "$(pod 2 0)" ]]; then   # one iperf3 server per client pod (4-pod run)
+      for port in $((TPORT + 1)) $((TPORT + 2)) $((TPORT + 3)); do
+        start_group "target-iperf3-$ns-$port" "$ns" "exec iperf3 -s -p $port"; TARGET_PGS+=("$LAST_PG")
+        wait_until 10 "target iperf3:$port" ip netns exec "$ns" sh -c "ss -ltnH 'sport = :$port' | grep -q ."
+      done
+    fi
     wait_until 10 "target $1 in $ns" ip netns exec "$ns" sh -c "ss -ltnH 'sport = :$TPORT' | grep -q ."
   done
 }
@@ -398,7 +405,8 @@ for c in "${SEL[@]}"; do [[ ${STATUS[$c]} == ok ]] && OK+=("$c"); done
 log "cases: ${OK[*]}"
 sleep 1
 for c in "${OK[@]}"; do
-  emit "rss_idle case=$c client_kb=$(group_mem_kb "${CPG[$c]}" VmRSS) server_kb=$(group_mem_kb "${SPG[$c]}" VmRSS)"
+  emit "rss_idle case=$c client_kb=$(group_mem_kb "${CPG[$c]}" VmRSS) server_kb=$(group_mem_kb "${SPG[$c]}" VmRSS)" \
+    "client_file_kb=$(group_mem_kb "${CPG[$c]}" RssFile) server_file_kb=$(group_mem_kb "${SPG[$c]}" RssFile)"
 done
 
 # One bracketed measurement: CPU of both proxy groups and of the machine around a load command
@@ -471,9 +479,32 @@ for r in $(seq 1 "$REPS"); do
     done
   done
 done
+# 4 streams from 4 different client pods (node 1's enrolled pods, each its own identity, so each
+# has its own HBONE connection) to the same server pod, at once: what a node with several busy
+# apps gets, where "4 streams" above is one pod's 4 connections over one pooled HBONE connection.
+if [[ " ${OK[*]} " == *" meshnode-hbone "* ]]; then
+  log "throughput from 4 client pods at once (meshnode-hbone): ${REPS} x ${T_TPUT}s"
+  hp meshnode-hbone
+  PODS4="$(pod 1 0) $(pod 1 2) $(pod 1 3) $(pod 1 4)"
+  for r in $(seq 1 "$REPS"); do
+    run_case tput meshnode-hbone "streams=4pods" plain timeout $((${T_TPUT%.*} + 30)) \
+      bash "$BENCH/iperf_pods.sh" "$H" "$P" "$T_TPUT" $PODS4
+    sleep 0.3
+  done
+fi
 for c in "${OK[@]}"; do
   emit "rss_peak case=$c client_kb=$(group_mem_kb "${CPG[$c]}" VmHWM) server_kb=$(group_mem_kb "${SPG[$c]}" VmHWM)"
 done
+# What the proxies give back: RSS 30 s after the last load (issue 15: <= 1.25x the idle RSS).
+log "RSS 30 s after the load"
+sleep 30
+for c in "${OK[@]}"; do
+  emit "rss_after case=$c seconds=30 client_kb=$(group_mem_kb "${CPG[$c]}" VmRSS) server_kb=$(group_mem_kb "${SPG[$c]}" VmRSS)"
+done
+# The CPU floor of an encrypted path: AES-128-GCM of the same bytes on one core (16 KiB records,
+# TLS's size), encrypt on one side and decrypt on the other, on top of meshnode's plain-TCP cost.
+aes=$(openssl speed -evp aes-128-gcm -bytes 16384 -seconds 3 2>/dev/null | awk '$1 == "AES-128-GCM" {print $2}')
+emit "aes case=- kbytes_per_s=${aes%k}"
 
 if [[ $PROFILE == 1 ]] && command -v perf >/dev/null; then
   log "profile: meshnode-hbone, 1 stream, ${T_PROF}s under perf record"

@@ -12,7 +12,6 @@
 // every other figure is the first run's. Also for profiling: the apply then dominates the samples.
 
 #include <google/protobuf/arena.h>
-#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 
 #include "discovery.pb.h"
 #include "workload.pb.h"
+#include "base/memory.hpp"
 #include "xds/convert.hpp"
 #include "xds/store.hpp"
 
@@ -180,12 +180,12 @@ double median(std::vector<double> v) {
 
 int run(int workloads, int services, int repeat) {
   std::string wire = make_response(workloads, services);
-  malloc_trim(0);
+  meshnode::base::release_free_memory();
   long before = rss_kib();
   Applied first;
   if (!apply_initial(wire, first)) return 1;
   long peak = rss_kib();
-  malloc_trim(0);
+  meshnode::base::release_free_memory();
   long after = rss_kib();
   // Further repetitions (--repeat): CPU only; memory is the first one's, in a fresh process.
   std::vector<double> cpus{first.cpu_s};

@@ -564,8 +564,13 @@ int run_proxy(const Options& o) {
     return plane.error().code == Errc::kConfig ? kExitConfig : kExitRuntime;
   }
   spdlog::info("certificates from {}", plane->ca_name);
-  ProxyApp app(o, std::move(*snapshot), std::move(*plane), *deadline);
-  return app.run(std::move(pods));
+  int rc = 0;
+  {
+    ProxyApp app(o, std::move(*snapshot), std::move(*plane), *deadline);
+    rc = app.run(std::move(pods));
+  }
+  base::flush_logging();  // every line of the shutdown reaches stderr before the process exits
+  return rc;
 }
 
 }  // namespace meshnode::app

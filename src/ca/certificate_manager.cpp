@@ -83,7 +83,21 @@ Result<CertificateManager::Tls> CertificateManager::usable(const base::SpiffeId&
   return fail(Errc::kCertificate, "no certificate yet for " + who);
 }
 
+void CertificateManager::publish() {
+  auto next = std::make_shared<Published>();
+  for (const auto& [id, e] : entries_) {
+    if (e.cert) next->emplace(id, e.cert);
+  }
+  published_.store(std::move(next), std::memory_order_release);
+}
+
 Result<CertificateManager::Tls> CertificateManager::get(const base::SpiffeId& id) const {
+  {
+    // Fast path: a valid certificate in the published snapshot (no mutex).
+    const auto snapshot = published_.load(std::memory_order_acquire);
+    if (auto it = snapshot->find(id); it != snapshot->end() && clock_() < it->second->not_after) return it->second;
+  }
+  // No valid certificate: the error names why, from the entry (under the mutex).
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return fail(Errc::kCertificate, "no certificate yet for " + id.to_string());
@@ -131,8 +145,10 @@ void CertificateManager::forget(const base::SpiffeId& id) {
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     waiters = std::move(it->second.waiters);
+    const bool had_cert = it->second.cert != nullptr;
     entries_.erase(it);  // an in-flight result finds no entry (or a newer generation) and is dropped
     node_identities_.erase(id);
+    if (had_cert) publish();
   }
   spdlog::info("certificate forgotten: identity={} (no workload of it on this node)", id.to_string());
   for (auto& w : waiters) w(fail(Errc::kCertificate, "certificate for " + id.to_string() + " forgotten"));
@@ -173,6 +189,7 @@ void CertificateManager::completed(const base::SpiffeId& id, std::uint64_t gener
     const TimePoint now = clock_();
     if (built) {
       e.cert = *built;
+      publish();
       e.failures = 0;
       e.last_error.clear();
       e.due = half_life(*e.cert);

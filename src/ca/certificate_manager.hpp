@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -56,9 +57,12 @@ struct CertificateStatus {
 /// certificate keeps serving while renewal fails; an expired one is never returned.
 ///
 /// Threads: one scheduler thread ("cert-manager") starts requests; the source completes them on its
-/// own thread. Every public method is thread-safe and non-blocking (get() is the data-path fast
-/// path: one mutex, no I/O). Callbacks run on the source's thread (or the scheduler's): callers post
-/// them to their own executor.
+/// own thread. Every public method is thread-safe and non-blocking. get() is the data-path fast
+/// path: it reads an immutable snapshot of the issued certificates (an atomic shared_ptr swapped
+/// whenever a certificate is issued or forgotten), takes no mutex and does no I/O when the
+/// identity has a valid certificate. A connection with none waits in fetch() as a callback (no
+/// thread blocks while the CA issues). Callbacks run on the source's thread (or the scheduler's):
+/// callers post them to their own executor.
 class CertificateManager final : public tls::IdentitySource {
  public:
   using Clock = std::function<std::chrono::system_clock::time_point()>;
@@ -111,7 +115,12 @@ class CertificateManager final : public tls::IdentitySource {
     std::vector<Done> waiters;
   };
 
+  /// Issued certificates as of the last publish(): what get() reads without the mutex.
+  using Published = std::map<base::SpiffeId, Tls>;
+
   void run();
+  /// Rebuilds `published_` from `entries_`. Call with mu_ held, after a certificate changed.
+  void publish();
   void want(Entry& e, Priority p);
   void completed(const base::SpiffeId& id, std::uint64_t generation, Result<tls::CertifiedKey> result);
   [[nodiscard]] std::chrono::milliseconds retry_delay(std::uint32_t failures);
@@ -130,6 +139,7 @@ class CertificateManager final : public tls::IdentitySource {
   std::uint64_t next_generation_ = 1;            // guarded by mu_
   std::mt19937_64 rng_{std::random_device{}()};  // guarded by mu_
   bool stopping_ = false;                        // guarded by mu_
+  std::atomic<std::shared_ptr<const Published>> published_{std::make_shared<const Published>()};
   std::thread thread_;
 };
 

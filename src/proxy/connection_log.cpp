@@ -75,18 +75,14 @@ void record_close(TcpMetrics& metrics, ConnectionRecord& rec, Transferred& moved
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
   rec.error = outcome ? std::move(outcome) : std::move(moved.error);
-  auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(rec.error);
-  metrics.on_close(final_labels, is_failure(rec.error));
+  metrics.on_close(rec.labels, response_flags_for(rec.error), is_failure(rec.error));
   log_connection(rec);
 }
 
 void record_refusal(TcpMetrics& metrics, ConnectionRecord& rec, base::Error error, bool opened) {
   if (!opened) metrics.on_open(rec.labels);
   rec.error = std::move(error);
-  auto final_labels = rec.labels;
-  final_labels.response_flags = response_flags_for(rec.error);
-  metrics.on_close(final_labels, true);
+  metrics.on_close(rec.labels, response_flags_for(rec.error), true);
   log_connection(rec);
 }
 

@@ -1,7 +1,18 @@
 #include "proxy/tcp_metrics.hpp"
 
+#include <thread>
+
 namespace meshnode::proxy {
 namespace {
+
+constexpr std::string_view kOpenedHelp = "The total number of TCP connections opened";
+constexpr std::string_view kClosedHelp = "The total number of TCP connections closed";
+constexpr std::string_view kFailedHelp = "The total number of TCP connections that failed to establish";
+constexpr std::string_view kSentHelp = "The size of total bytes sent during response in case of a TCP connection";
+constexpr std::string_view kReceivedHelp =
+    "The size of total bytes received during request in case of a TCP connection";
+
+std::atomic<std::uint64_t> next_metrics_id{1};
 
 constexpr std::string_view kOpened = "istio_tcp_connections_opened_total";
 constexpr std::string_view kClosed = "istio_tcp_connections_closed_total";
@@ -55,21 +66,106 @@ telemetry::Labels to_labels(const TrafficLabels& tl) {
   };
 }
 
+TcpMetrics::TcpMetrics(telemetry::MetricsRegistry& registry)
+    : registry_(registry), id_(next_metrics_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+TcpMetrics::~TcpMetrics() = default;
+
+std::size_t TcpMetrics::LabelViewHash::operator()(const LabelView& v) const noexcept {
+  std::size_t h = 0;
+  for (std::string_view s : v) h = (h ^ std::hash<std::string_view>{}(s)) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
+  return h;
+}
+
+namespace {
+
+// The label values of `tl` in to_labels' order, response_flags replaced by `flags`.
+std::array<std::string_view, 23> view_of(const TrafficLabels& tl, std::string_view flags) {
+  return {tl.reporter,
+          tl.source_workload,
+          tl.source_canonical_service,
+          tl.source_canonical_revision,
+          tl.source_workload_namespace,
+          tl.source_principal,
+          tl.source_app,
+          tl.source_version,
+          tl.source_cluster,
+          tl.destination_service,
+          tl.destination_service_namespace,
+          tl.destination_service_name,
+          tl.destination_workload,
+          tl.destination_canonical_service,
+          tl.destination_canonical_revision,
+          tl.destination_workload_namespace,
+          tl.destination_principal,
+          tl.destination_app,
+          tl.destination_version,
+          tl.destination_cluster,
+          tl.request_protocol,
+          flags,
+          tl.connection_security_policy};
+}
+
+}  // namespace
+
+TcpMetrics::SeriesSet::SeriesSet(const TrafficLabels& l, std::string_view flags) : labels(l) {
+  labels.response_flags = std::string(flags);
+  key = view_of(labels, labels.response_flags);
+}
+
+TcpMetrics::Shard& TcpMetrics::shard() {
+  // The last TcpMetrics this thread used (one per process in the proxy): no lock after the first
+  // call. `id_` is never reused, so a pointer left by a destroyed TcpMetrics is never followed.
+  thread_local std::uint64_t cached_id = 0;
+  thread_local Shard* cached = nullptr;
+  if (cached_id == id_) return *cached;
+  std::lock_guard lock(shards_mu_);
+  const auto me = std::this_thread::get_id();
+  Shard* found = nullptr;
+  for (auto& [tid, s] : shards_) {
+    if (tid == me) found = s.get();  // a thread id is reused only after its thread ended
+  }
+  if (found == nullptr) found = shards_.emplace_back(me, std::make_unique<Shard>()).second.get();
+  cached_id = id_;
+  cached = found;
+  return *found;
+}
+
+TcpMetrics::SeriesSet& TcpMetrics::resolve(const TrafficLabels& labels, std::string_view flags) {
+  Shard& s = shard();
+  const LabelView key = view_of(labels, flags);
+  if (auto it = s.sets.find(key); it != s.sets.end()) return *it->second;
+  auto set = std::make_unique<SeriesSet>(labels, flags);
+  SeriesSet& ref = *set;
+  s.sets.emplace(ref.key, std::move(set));
+  return ref;
+}
+
 TcpMetrics::Handle TcpMetrics::on_open(const TrafficLabels& labels) {
-  telemetry::Labels l = to_labels(labels);
-  registry_.counter(kOpened, "The total number of TCP connections opened", l).inc();
-  telemetry::Counter& sent =
-      registry_.counter(kSent, "The size of total bytes sent during response in case of a TCP connection", l);
-  telemetry::Counter& received = registry_.counter(
-      kReceived, "The size of total bytes received during request in case of a TCP connection", std::move(l));
-  return Handle{&sent, &received};
+  SeriesSet& set = resolve(labels, labels.response_flags);
+  if (set.opened == nullptr) {
+    // First use on this thread: the registry lookups, in the order the series were always created.
+    telemetry::Labels l = to_labels(set.labels);
+    set.opened = &registry_.counter(kOpened, kOpenedHelp, l);
+    set.sent = &registry_.counter(kSent, kSentHelp, l);
+    set.received = &registry_.counter(kReceived, kReceivedHelp, std::move(l));
+  }
+  set.opened->inc();
+  return Handle{set.sent, set.received};
 }
 
 void TcpMetrics::on_close(const TrafficLabels& final_labels, bool failed) {
-  telemetry::Labels l = to_labels(final_labels);
-  if (failed)
-    registry_.counter(kFailed, "The total number of TCP connections that failed to establish", l).inc();
-  registry_.counter(kClosed, "The total number of TCP connections closed", std::move(l)).inc();
+  on_close(final_labels, final_labels.response_flags, failed);
+}
+
+void TcpMetrics::on_close(const TrafficLabels& labels, std::string_view response_flags, bool failed) {
+  SeriesSet& set = resolve(labels, response_flags);
+  if (failed) {
+    if (set.failed == nullptr) set.failed = &registry_.counter(kFailed, kFailedHelp, to_labels(set.labels));
+    set.failed->inc();
+  }
+  if (set.closed == nullptr) set.closed = &registry_.counter(kClosed, kClosedHelp, to_labels(set.labels));
+  set.closed->inc();
 }
 
 void TcpMetrics::on_handshake_failure(std::string_view reason) {

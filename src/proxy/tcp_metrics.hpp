@@ -1,7 +1,16 @@
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "telemetry/metrics.hpp"
 
@@ -42,11 +51,16 @@ struct TrafficLabels {
 [[nodiscard]] telemetry::Labels to_labels(const TrafficLabels& tl);
 
 /// Istio's four stable TCP connection metrics plus the two byte counters, over a registry.
-/// Any thread may call; each call does registry lookups (mutex), the returned byte counters are
-/// lock-free.
+/// Any thread may call. The per-connection calls (`on_open`, `on_close`) resolve their series
+/// through a cache of the calling thread (a hash of the 23 label values, no allocation, no lock);
+/// only the first use of a label set on a thread goes to the registry (its mutex, label strings).
+/// The returned byte counters are lock-free.
 class TcpMetrics {
  public:
-  explicit TcpMetrics(telemetry::MetricsRegistry& registry) : registry_(registry) {}
+  explicit TcpMetrics(telemetry::MetricsRegistry& registry);
+  ~TcpMetrics();
+  TcpMetrics(const TcpMetrics&) = delete;
+  TcpMetrics& operator=(const TcpMetrics&) = delete;
 
   /// Live byte counters of one connection: `sent` = istio_tcp_sent_bytes_total (server→client),
   /// `received` = istio_tcp_received_bytes_total (client→server). Valid for the registry's life.
@@ -62,6 +76,10 @@ class TcpMetrics {
   /// Counts a connection end under its final labels (final `response_flags`):
   /// istio_tcp_connections_closed_total, plus istio_tcp_connections_failed_total when `failed`.
   void on_close(const TrafficLabels& final_labels, bool failed);
+
+  /// on_close under `labels` with its response_flags replaced by `response_flags` (saves the
+  /// caller a copy of the labels).
+  void on_close(const TrafficLabels& labels, std::string_view response_flags, bool failed);
 
   /// meshnode_hbone_violations_total{reason}: HTTP/2 peers' misbehaviour the inbound HBONE
   /// server defended against (reason = header_list_too_large, stream_reset,
@@ -82,7 +100,35 @@ class TcpMetrics {
   void on_invalid_traceparent();
 
  private:
+  /// The 23 label values in Istio's order, response_flags possibly overridden: the cache key.
+  using LabelView = std::array<std::string_view, 23>;
+  struct LabelViewHash {
+    std::size_t operator()(const LabelView& v) const noexcept;
+  };
+  /// Series of one label set, resolved lazily (closed/failed are created only when first counted,
+  /// so /metrics lists exactly what the registry-only code listed).
+  struct SeriesSet {
+    explicit SeriesSet(const TrafficLabels& l, std::string_view flags);
+    TrafficLabels labels;  // owned copy; `key` views into it
+    LabelView key{};
+    telemetry::Counter* opened = nullptr;
+    telemetry::Counter* sent = nullptr;
+    telemetry::Counter* received = nullptr;
+    telemetry::Counter* closed = nullptr;
+    telemetry::Counter* failed = nullptr;
+  };
+  /// One thread's cache. Touched only by its thread; owned here so it dies with this object.
+  struct Shard {
+    std::unordered_map<LabelView, std::unique_ptr<SeriesSet>, LabelViewHash> sets;
+  };
+
+  SeriesSet& resolve(const TrafficLabels& labels, std::string_view flags);
+  Shard& shard();
+
   telemetry::MetricsRegistry& registry_;
+  const std::uint64_t id_;  // process-unique, never reused: keys the threads' shard pointers
+  std::mutex shards_mu_;    // taken once per thread, when its shard is created
+  std::vector<std::pair<std::thread::id, std::unique_ptr<Shard>>> shards_;  // guarded by shards_mu_
 };
 
 }  // namespace meshnode::proxy

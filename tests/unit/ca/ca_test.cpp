@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <openssl/pem.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -345,6 +346,43 @@ TEST(CertificateManager, PrefetchesHboneWorkloadsOnThisNodeAndForgetsDeparted) {
   m.update_workloads(*state::StateSnapshot::empty());
   EXPECT_TRUE(m.dump().empty());
   EXPECT_FALSE(m.get(id("here")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CertificateManager, ReadersOnOtherThreadsSeeIssueAndForgetAtOnce) {
+  // get() reads a published snapshot: what it returns must follow issue and forget exactly, from
+  // any thread, while other threads keep reading.
+  auto dir = std::filesystem::path(::testing::TempDir()) / ("mn-ca-snap-" + std::to_string(::getpid()));
+  auto local = tls::LocalCa::load_or_create(dir);
+  ASSERT_TRUE(local) << local.error().message();
+  CertificateManager m(std::make_unique<ProviderSource>(std::move(*local)));
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::atomic<long> served{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto r = m.get(id("a"));
+        if (!r) continue;
+        if ((*r)->identity != id("a") || !(*r)->server_ctx || !(*r)->client_ctx) ++wrong;
+        ++served;
+      }
+    });
+  }
+  for (int round = 0; round < 5; ++round) {
+    m.prefetch(id("a"));
+    ASSERT_TRUE(eventually([&] { return m.get(id("a")).has_value(); }, 5s)) << round;
+    EXPECT_FALSE(m.get(id("b"))) << "only the identity that was issued";
+    m.forget(id("a"));
+    auto gone = m.get(id("a"));
+    ASSERT_FALSE(gone) << "a forgotten certificate must not be served, round " << round;
+    EXPECT_EQ(gone.error().context, "no certificate yet for spiffe://cluster.local/ns/default/sa/a");
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(served.load(), 0);
   std::filesystem::remove_all(dir);
 }
 

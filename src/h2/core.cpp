@@ -178,7 +178,9 @@ void SessionCore::consume(std::int32_t stream_id, std::size_t n) {
   if (dead_ || n == 0) return;
   nghttp2_session_consume_connection(session_, n);
   if (find(stream_id) != nullptr) nghttp2_session_consume_stream(session_, stream_id, n);
-  signal_write();
+  // Most consumes queue nothing (nghttp2 sends WINDOW_UPDATE once half a window is consumed):
+  // waking the writer for each of them would cost a scheduler hop per message for no frame.
+  if (nghttp2_session_want_write(session_) != 0 || nghttp2_session_want_read(session_) == 0) signal_write();
 }
 
 void SessionCore::charge_reset() {

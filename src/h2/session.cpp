@@ -292,7 +292,9 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       break;
     }
     dispatch_ready();
-    signal_write();
+    // What the read produced (SETTINGS and PING acks, WINDOW_UPDATEs, RST_STREAMs) goes out now,
+    // on this coroutine, instead of one scheduler hop later on the writer's.
+    send_now();
   }
 }
 

@@ -86,7 +86,7 @@ class Watcher:
         self.queue = []  # (type, object)
         self.cond = threading.Condition()
         self.closed = False
-        self.action = None  # "drop" | "truncate" | ("garbage", bytes)
+        self.action = None  # "drop" | "truncate" | "bookmark" (raw garbage goes into queue as "RAW")
         self.sock = None
 
     def wants(self, obj):
@@ -610,6 +610,9 @@ class Handler(BaseHTTPRequestHandler):
                     queue, watcher.queue = watcher.queue, []
                     action, watcher.action = watcher.action, None
                 for event_type, obj in queue:
+                    if event_type == "RAW":  # /fake/garbage-watches: in order with the events
+                        self.write_chunk(obj)
+                        continue
                     event_kind = "Status" if event_type == "ERROR" else kind
                     self.write_chunk(self.frame(encoding, event_type, with_kind(event_kind, obj)))
                 if action == "drop":
@@ -620,8 +623,6 @@ class Handler(BaseHTTPRequestHandler):
                     self.write_chunk(frame[: len(frame) // 2])
                     watcher.sock.shutdown(socket.SHUT_RDWR)
                     return
-                if isinstance(action, tuple) and action[0] == "garbage":
-                    self.write_chunk(action[1])
                 if action == "bookmark" and watcher.bookmarks:
                     self.write_chunk(self.frame(encoding, "BOOKMARK", self.bookmark(kind)))
                 if watcher.closed:
@@ -662,7 +663,11 @@ class Handler(BaseHTTPRequestHandler):
                     STORE.watchers = []
             for w in watchers:
                 with w.cond:
-                    w.action = action
+                    if isinstance(action, tuple):
+                        # Queued like an event: an event pushed after it must not overtake it.
+                        w.queue.append(("RAW", action[1]))
+                    else:
+                        w.action = action
                     w.cond.notify()
             return self.send_json(200, {"watches": len(watchers)})
         elif name == "load":

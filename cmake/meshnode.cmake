@@ -23,10 +23,16 @@ function(meshnode_library name)
 endfunction()
 
 # meshnode_test(<name> SOURCES ... DEPS ...): a GoogleTest executable registered with ctest.
+# Every test links tests/support/openssl_no_atexit.cpp (why: that file's header comment).
 function(meshnode_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT TARGET meshnode_test_support)
+    add_library(meshnode_test_support OBJECT ${PROJECT_SOURCE_DIR}/tests/support/openssl_no_atexit.cpp)
+    target_link_libraries(meshnode_test_support PUBLIC OpenSSL::Crypto PRIVATE meshnode_warnings)
+  endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main meshnode_warnings)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} meshnode_test_support GTest::gtest GTest::gtest_main
+                                        meshnode_warnings)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")

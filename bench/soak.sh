@@ -70,9 +70,19 @@ P2=${PIDS[-1]}
 rss() { awk '$1 == "VmRSS:" {print $2}' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
 anon() { awk '$1 == "RssAnon:" {print $2}' "/proc/$1/status"; }
+# The allocator's own totals (admin /debug/memory): live bytes vs what the allocator keeps.
+heap() { # $1 = node netns, $2 = node ip
+  ip netns exec "$1" curl -fsS "http://127.0.0.1:15000/debug/memory" 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print("allocated=%d metadata=%d resident=%d" % (d["allocated_bytes"]>>10, d["metadata_bytes"]>>10, d["resident_bytes"]>>10))' 2>/dev/null
+}
 snapshot() {
   echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")" \
     "node1_anon_kib=$(anon "$P1") node2_anon_kib=$(anon "$P2")"
+  [[ ${SOAK_HEAP:-0} == 1 ]] && echo "heap_kib node1 $(heap "$N1") node2 $(heap "$N2")" >&2
+  [[ ${SOAK_HEAP_PROFILE:-0} == 1 ]] && for ns in "$N1" "$N2"; do
+    ip netns exec "$ns" curl -fsS -X POST "http://127.0.0.1:15000/debug/heap_profile" >&2
+  done
+  return 0
 }
 
 ip netns exec "$S_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' serve --port $SOAK_PORT" \

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <cstddef>
+#include <cstdint>
 
 // jemalloc's control entry point. Weak: it resolves to jemalloc's when the executable links
 // jemalloc, and stays null on glibc.
@@ -29,6 +30,44 @@ void release_free_memory() {
     return;
   }
   ::malloc_trim(0);
+}
+
+}  // namespace meshnode::base
+
+namespace meshnode::base {
+namespace {
+
+std::size_t read_size(const char* name) {
+  std::size_t value = 0;
+  std::size_t len = sizeof value;
+  return mallctl(name, &value, &len, nullptr, 0) == 0 ? value : 0;
+}
+
+}  // namespace
+
+AllocatorStats allocator_stats() {
+  if (!on_jemalloc()) return {};
+  // jemalloc's totals are a cached view, refreshed by writing the epoch.
+  std::uint64_t epoch = 1;
+  std::size_t len = sizeof epoch;
+  mallctl("epoch", &epoch, &len, &epoch, len);
+  return {.allocated = read_size("stats.allocated"),
+          .active = read_size("stats.active"),
+          .metadata = read_size("stats.metadata"),
+          .resident = read_size("stats.resident"),
+          .retained = read_size("stats.retained")};
+}
+
+Result<void> dump_heap_profile() {
+  bool prof = false;
+  std::size_t len = sizeof prof;
+  if (!on_jemalloc() || mallctl("opt.prof", &prof, &len, nullptr, 0) != 0 || !prof) {
+    return fail(Errc::kNotFound, "heap profiling is off: run on jemalloc with MALLOC_CONF=prof:true");
+  }
+  if (int err = mallctl("prof.dump", nullptr, nullptr, nullptr, 0); err != 0) {
+    return fail_errno("jemalloc prof.dump", err);
+  }
+  return {};
 }
 
 }  // namespace meshnode::base

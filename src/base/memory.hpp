@@ -1,6 +1,9 @@
 #pragma once
 
+#include <cstddef>
 #include <string_view>
+
+#include "base/error.hpp"
 
 namespace meshnode::base {
 
@@ -18,5 +21,27 @@ void flush_thread_cache();
 /// runs `malloc_trim(0)`. One walk of the allocator's free lists: well under a millisecond at our
 /// heap sizes.
 void release_free_memory();
+
+}  // namespace meshnode::base
+
+namespace meshnode::base {
+
+/// The allocator's own view of the heap, in bytes (jemalloc `stats.*` after an `epoch` refresh;
+/// every field 0 on glibc, which keeps no such totals). allocated <= active <= resident.
+struct AllocatorStats {
+  std::size_t allocated = 0;  ///< bytes the program holds (live allocations)
+  std::size_t active = 0;     ///< bytes in pages that hold at least one live allocation
+  std::size_t metadata = 0;   ///< the allocator's own bookkeeping (never returned)
+  std::size_t resident = 0;   ///< bytes in pages the allocator has touched and not returned
+  std::size_t retained = 0;   ///< virtual memory kept mapped but returned to the kernel (not RSS)
+};
+[[nodiscard]] AllocatorStats allocator_stats();
+
+/// Writes a jemalloc heap profile (live allocations by call stack, for `jeprof`) to the file that
+/// the `prof_prefix` option names (default `jeprof.<pid>.<n>.m<n>.heap` in the working
+/// directory); the path is never taken from a caller. Errc::kNotFound unless the process runs
+/// on jemalloc with profiling on (`MALLOC_CONF=prof:true`, read at start); Errc::kIo if the
+/// write failed.
+[[nodiscard]] Result<void> dump_heap_profile();
 
 }  // namespace meshnode::base

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -43,6 +45,25 @@ TEST_F(AdminRoutesTest, AdminConfigDumpIndexAndQuit) {
   const auto deadline = Clock::now() + 5s;
   while (!quit_called_ && Clock::now() < deadline) std::this_thread::yield();
   EXPECT_TRUE(quit_called_);
+}
+
+TEST_F(AdminRoutesTest, MemoryReportsRssAndTheAllocator) {
+  RawResponse r = get("GET", "/debug/memory");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  auto j = nlohmann::json::parse(r.body);
+  // The test executable runs on glibc (or a sanitizer's allocator): RSS from the kernel, no totals.
+  EXPECT_EQ(j.at("allocator"), "glibc");
+  EXPECT_GT(j.at("rss_bytes").get<std::uint64_t>(), 1'000'000u);
+  EXPECT_GT(j.at("rss_anon_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_GT(j.at("rss_file_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(j.at("allocated_bytes"), 0);
+  // A heap profile needs jemalloc with profiling on: refused with the reason, never a 200.
+  r = get("GET", "/debug/heap_profile");
+  EXPECT_EQ(r.status, 405);
+  r = get("POST", "/debug/heap_profile");
+  EXPECT_EQ(r.status, 409);
+  EXPECT_NE(r.body.find("heap profiling is off"), std::string::npos) << r.body;
 }
 
 }  // namespace

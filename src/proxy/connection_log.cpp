@@ -47,9 +47,25 @@ std::string response_flags_for(const std::optional<base::Error>& error) {
   }
 }
 
+TrafficLabels& ConnectionRecord::draft_labels() {
+  if (!draft_) draft_ = std::make_unique<TrafficLabels>();
+  return *draft_;
+}
+
+const TrafficLabels& ConnectionRecord::labels() const {
+  static const TrafficLabels kDefaults;
+  if (shared_ != nullptr) return *shared_;
+  return draft_ ? *draft_ : kDefaults;
+}
+
+void ConnectionRecord::share_labels(const TrafficLabels* shared) {
+  shared_ = shared;
+  draft_.reset();
+}
+
 void log_connection(const ConnectionRecord& r) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - r.start);
-  const auto& l = r.labels;
+  const auto& l = r.labels();
   std::string line = fmt::format(
       "access\tconnection complete\tid={} src.addr={} src.workload={} src.namespace={} src.identity={} "
       "dst.addr={} dst.hbone_addr={} dst.service={} dst.workload={} dst.namespace={} dst.identity={} "
@@ -75,14 +91,14 @@ void record_close(TcpMetrics& metrics, ConnectionRecord& rec, Transferred& moved
   rec.bytes_recv = moved.downstream_to_upstream;
   rec.bytes_sent = moved.upstream_to_downstream;
   rec.error = outcome ? std::move(outcome) : std::move(moved.error);
-  metrics.on_close(rec.labels, response_flags_for(rec.error), is_failure(rec.error));
+  metrics.on_close(rec.labels(), response_flags_for(rec.error), is_failure(rec.error));
   log_connection(rec);
 }
 
 void record_refusal(TcpMetrics& metrics, ConnectionRecord& rec, base::Error error, bool opened) {
-  if (!opened) metrics.on_open(rec.labels);
+  if (!opened) metrics.on_open(rec.labels());
   rec.error = std::move(error);
-  metrics.on_close(rec.labels, response_flags_for(rec.error), true);
+  metrics.on_close(rec.labels(), response_flags_for(rec.error), true);
   log_connection(rec);
 }
 

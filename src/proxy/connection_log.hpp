@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -24,11 +25,25 @@ struct ConnectionRecord {
   std::string dst_addr;            ///< next hop, e.g. podIP:15008
   std::string dst_hbone_addr;      ///< CONNECT :authority, empty when not HBONE
   std::string dst_service;
-  TrafficLabels labels;     ///< reporter, workloads, principals, security policy
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::optional<base::Error> error;
+
+  /// The labels (reporter, workloads, principals, security policy) while the connection is set
+  /// up; allocated on first use. Not after share_labels().
+  TrafficLabels& draft_labels();
+  /// The connection's labels: the shared copy once share_labels() ran, else the draft, else the
+  /// defaults.
+  [[nodiscard]] const TrafficLabels& labels() const;
+  /// Once counted opened: reads go to `shared` (TcpMetrics::Handle::labels, equal to the draft
+  /// and valid for the metrics' life) and the draft is freed. Connections with one label set then
+  /// share one copy instead of holding ~1 KB each for their whole life (issue 15, idle memory).
+  void share_labels(const TrafficLabels* shared);
+
+ private:
+  std::unique_ptr<TrafficLabels> draft_;
+  const TrafficLabels* shared_ = nullptr;
 };
 
 /// Fills the source_* labels from a workload (canonical names, namespace, cluster).

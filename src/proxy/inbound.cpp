@@ -104,9 +104,10 @@ asio::awaitable<std::expected<void, Inbound::Refusal>> Inbound::open(Tunnel& t, 
   ConnectionRecord& rec = t.rec;
   rec.direction = "inbound";
   rec.src_addr = conn.peer.addr;
-  rec.labels.reporter = "destination";
-  rec.labels.connection_security_policy = "mutual_tls";
-  rec.labels.source_principal = conn.peer_identity.to_string();
+  TrafficLabels& labels = rec.draft_labels();
+  labels.reporter = "destination";
+  labels.connection_security_policy = "mutual_tls";
+  labels.source_principal = conn.peer_identity.to_string();
   // The peer's trace id becomes our connection id in every log line: only a well-formed one.
   const auto traceparent = stream.header("traceparent");
   const auto trace_id = hbone::traceparent_trace_id(traceparent);
@@ -114,10 +115,11 @@ asio::awaitable<std::expected<void, Inbound::Refusal>> Inbound::open(Tunnel& t, 
   if (!trace_id && !traceparent.empty()) pod_.inputs.metrics.on_invalid_traceparent();
 
   auto snapshot = pod_.inputs.state.load();
-  label_inbound(pod_, *snapshot, conn.peer.ip(), rec.labels);
-  rec.labels.destination_principal = pod_.pod->identity.to_string();
+  label_inbound(pod_, *snapshot, conn.peer.ip(), labels);
+  labels.destination_principal = pod_.pod->identity.to_string();
   // Every stream is counted once opened and once closed, rejected ones included.
-  t.counters = pod_.inputs.metrics.on_open(rec.labels);
+  t.counters = pod_.inputs.metrics.on_open(labels);
+  rec.share_labels(t.counters->labels);  // `labels` is gone from here on
 
   if (stream.header(":method") != "CONNECT") {
     co_return Fail(Refusal{400, {base::Errc::kProtocol, "method " + std::string(stream.header(":method")) + " is not CONNECT"}});

@@ -16,7 +16,7 @@ asio::awaitable<void> InboundPassthrough::serve(asio::ip::tcp::socket socket, Tr
   ConnectionRecord rec;
   rec.direction = "inbound";
   rec.id = id.hex();
-  rec.labels.reporter = "destination";
+  rec.draft_labels().reporter = "destination";
   auto peer = net::peer_addr(socket.native_handle());
   auto orig = pod_.inputs.sockets.original_dst(socket.native_handle());
   net::TcpStream downstream(std::move(socket));
@@ -40,8 +40,9 @@ asio::awaitable<void> InboundPassthrough::serve(asio::ip::tcp::socket socket, Tr
   rec.src_addr = client.addr;
   rec.dst_addr = orig->to_string();
   auto snapshot = pod_.inputs.state.load();
-  label_inbound(pod_, *snapshot, client.ip(), rec.labels);
-  auto counters = pod_.inputs.metrics.on_open(rec.labels);
+  label_inbound(pod_, *snapshot, client.ip(), rec.draft_labels());
+  auto counters = pod_.inputs.metrics.on_open(rec.labels());
+  rec.share_labels(counters.labels);
   auto refuse = [&](base::Error error) {
     downstream.reset();
     record_refusal(pod_.inputs.metrics, rec, std::move(error), /*opened=*/true);

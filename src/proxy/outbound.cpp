@@ -36,17 +36,18 @@ std::string baggage_of(const state::Workload& w) {
 // The labels and record fields a decided route gives the connection.
 void describe_route(ConnectionRecord& rec, const state::Route& route) {
   rec.dst_addr = route.next_hop.to_string();
-  if (route.destination) set_destination(rec.labels, *route.destination);
+  TrafficLabels& labels = rec.draft_labels();
+  if (route.destination) set_destination(labels, *route.destination);
   if (route.service) {
     rec.dst_service = route.service->hostname;
-    rec.labels.destination_service = route.service->hostname;
-    rec.labels.destination_service_namespace = route.service->ns;
-    rec.labels.destination_service_name = route.service->name;
+    labels.destination_service = route.service->hostname;
+    labels.destination_service_namespace = route.service->ns;
+    labels.destination_service_name = route.service->name;
   }
   if (route.kind == state::Route::Kind::kHbone) {
     rec.dst_hbone_addr = route.hbone_target.to_string();
-    rec.labels.connection_security_policy = "mutual_tls";
-    rec.labels.destination_principal = route.destination->identity().to_string();
+    labels.connection_security_policy = "mutual_tls";
+    labels.destination_principal = route.destination->identity().to_string();
   }
 }
 
@@ -105,14 +106,14 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
   ConnectionRecord& rec = t.rec;
   rec.direction = "outbound";
   rec.id = id.hex();
-  rec.labels.reporter = "source";
+  rec.draft_labels().reporter = "source";
   rec.src_addr = client.addr;
   rec.dst_addr = target.to_string();
 
   auto snapshot = pod_.inputs.state.load();
   auto source = pod_.local_workload(*snapshot);
-  set_source(rec.labels, *source);
-  rec.labels.source_principal = source->identity().to_string();
+  set_source(rec.draft_labels(), *source);
+  rec.draft_labels().source_principal = source->identity().to_string();
   auto route = state::select_route(*snapshot, *source, target, pod_.random());
   // On-demand mode: an address no snapshot knows is asked for first; the connection waits for the
   // answer (bounded) and is routed on the snapshot that holds it. "Unknown to the control plane"
@@ -130,7 +131,8 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
   if (!route) co_return std::unexpected(std::move(route.error()));
   describe_route(rec, *route);
   // Counted as opened once the route is decided, before dialling (as ztunnel does).
-  t.counters = pod_.inputs.metrics.on_open(rec.labels);
+  t.counters = pod_.inputs.metrics.on_open(rec.labels());
+  rec.share_labels(t.counters->labels);
 
   if (route->kind == state::Route::Kind::kHbone) {
     // The connection id is the trace id of the traceparent, so both ends log the same id.

@@ -151,7 +151,7 @@ TcpMetrics::Handle TcpMetrics::on_open(const TrafficLabels& labels) {
     set.received = &registry_.counter(kReceived, kReceivedHelp, std::move(l));
   }
   set.opened->inc();
-  return Handle{set.sent, set.received};
+  return Handle{set.sent, set.received, &set.labels};
 }
 
 void TcpMetrics::on_close(const TrafficLabels& final_labels, bool failed) {

@@ -64,9 +64,12 @@ class TcpMetrics {
 
   /// Live byte counters of one connection: `sent` = istio_tcp_sent_bytes_total (server→client),
   /// `received` = istio_tcp_received_bytes_total (client→server). Valid for the registry's life.
+  /// `labels`: this object's copy of the labels on_open was given, shared by every connection
+  /// opened under them on this thread; valid for this object's life.
   struct Handle {
     telemetry::Counter* sent;
     telemetry::Counter* received;
+    const TrafficLabels* labels;
   };
 
   /// Counts a connection open (istio_tcp_connections_opened_total{TL}) and returns its byte

@@ -7,8 +7,15 @@
 # after the pools' idle release (SOAK_SETTLE seconds, default 330: idle_release is 5 min), and
 # fails when lost > 0 or RSS/fds do not come back within 10 % of the start. Needs root.
 #
+# The start is the warmed proxy (3 s of 20 connections). SOAK_BURST=N first runs N seconds of the
+# soak's own concurrency and waits for the pools' release, so that the start has seen the peak
+# once. SOAK_ROUNDS=N repeats load + settle N times on the same proxies and prints RSS after each:
+# memory that stays after round 1 but does not grow in later rounds is retained (allocator
+# metadata, Asio's per-socket reactor state, kept for reuse), memory that grows per round leaks.
+#
 #   sudo bench/soak.sh                    # 10 minutes
 #   sudo SOAK_SECONDS=60 SOAK_CONNS=2000 bench/soak.sh
+#   sudo SOAK_HEAP=1 SOAK_ROUNDS=3 SOAK_SECONDS=240 bench/soak.sh   # + allocator totals, 3 rounds
 set -uo pipefail
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +24,7 @@ source "$REPO/scripts/lib/common.sh"
 source "$REPO/scripts/lib/cluster.sh"
 ensure_root "${BASH_SOURCE[0]}" "$@"
 
-: "${SOAK_SECONDS:=600}" "${SOAK_CONNS:=10000}" "${SOAK_SETTLE:=330}" "${SOAK_PORT:=7100}"
+: "${SOAK_SECONDS:=600}" "${SOAK_CONNS:=10000}" "${SOAK_SETTLE:=330}" "${SOAK_PORT:=7100}" "${SOAK_BURST:=0}" "${SOAK_ROUNDS:=1}"
 PROXY_BIN=${MESHNODE_PROXY_BIN:-$REPO/build/release/src/app/meshnode-proxy}
 if [[ ! -x $PROXY_BIN ]]; then
   build_proxy "$REPO" >&2 || { echo "soak: proxy build failed" >&2; exit 2; }
@@ -73,7 +80,7 @@ anon() { awk '$1 == "RssAnon:" {print $2}' "/proc/$1/status"; }
 # The allocator's own totals (admin /debug/memory): live bytes vs what the allocator keeps.
 heap() { # $1 = node netns, $2 = node ip
   ip netns exec "$1" curl -fsS "http://127.0.0.1:15000/debug/memory" 2>/dev/null |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print("allocated=%d metadata=%d resident=%d" % (d["allocated_bytes"]>>10, d["metadata_bytes"]>>10, d["resident_bytes"]>>10))' 2>/dev/null
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print("allocated=%d active=%d metadata=%d resident=%d" % (d["allocated_bytes"]>>10, d["active_bytes"]>>10, d["metadata_bytes"]>>10, d["resident_bytes"]>>10))' 2>/dev/null
 }
 snapshot() {
   echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")" \
@@ -99,29 +106,25 @@ COLD=$(snapshot)
 log "cold: $COLD"
 ip netns exec "$C_NS" python3 -u "$BENCH/soak.py" run --host "$S_IP" --port "$SOAK_PORT" --conns 20 --seconds 3 \
   --ramp 1 >"$RUN/warmup.out" 2>"$RUN/warmup.err" || { echo "soak: warm-up failed: $(tail -c 400 "$RUN/warmup.err")" >&2; exit 2; }
+WARM=$(snapshot)
+log "warm (no peak yet): $WARM"
+if ((SOAK_BURST > 0)); then
+  log "burst: $SOAK_CONNS concurrent connections for $SOAK_BURST s, then the pools' idle release"
+  ip netns exec "$C_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' run --host $S_IP --port $SOAK_PORT \
+    --conns $SOAK_CONNS --seconds $SOAK_BURST" >"$RUN/burst.out" 2>"$RUN/burst.err" ||
+    { echo "soak: burst failed: $(tail -c 400 "$RUN/burst.err")" >&2; exit 2; }
+  log "burst: $(tail -n 1 "$RUN/burst.out")"
+  released() { # the HBONE pools closed what the burst opened: fds back to the warm count (+2)
+    local w1 w2
+    w1=$(echo "$WARM" | tr ' ' '\n' | awk -F= '$1 == "node1_fds" {print $2}')
+    w2=$(echo "$WARM" | tr ' ' '\n' | awk -F= '$1 == "node2_fds" {print $2}')
+    (($(fds "$P1") <= w1 + 2 && $(fds "$P2") <= w2 + 2))
+  }
+  for ((t = 0; t < SOAK_SETTLE; t += 5)); do released && break; sleep 5; done
+  sleep 35 # one more heap trim (every 30 s) after the release
+fi
 BEFORE=$(snapshot)
-log "before (warm): $BEFORE"
-log "running $SOAK_CONNS concurrent connections for $SOAK_SECONDS s"
-ip netns exec "$C_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' run --host $S_IP --port $SOAK_PORT \
-  --conns $SOAK_CONNS --seconds $SOAK_SECONDS" >"$RUN/client.out" 2>"$RUN/client.err" &
-CLIENT=$!
-PEAK="" peak1=0 peak2=0
-while kill -0 "$CLIENT" 2>/dev/null; do
-  sleep 5
-  r1=$(rss "$P1") r2=$(rss "$P2")
-  ((r1 > peak1)) && peak1=$r1
-  ((r2 > peak2)) && peak2=$r2
-  PEAK="node1_rss_kib=$peak1 node2_rss_kib=$peak2 node1_fds_now=$(fds "$P1") node2_fds_now=$(fds "$P2")"
-done
-wait "$CLIENT"
-RESULT=$(tail -n 1 "$RUN/client.out")
-log "client: $RESULT"
-log "peak: $PEAK"
-kill -USR1 "$SERVER"
-sleep 1
-SERVER_TOTALS=$(grep server_conns "$RUN/server.out" | tail -n 1)
-
-log "waiting up to $SOAK_SETTLE s for the pools' idle release"
+log "before: $BEFORE"
 within() { # $1 = now, $2 = start -> true when now <= start * 1.1 (fds: + 2 for the accept backlog)
   awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b * 1.10 + 2) }'
 }
@@ -129,21 +132,62 @@ settled() {
   read -r b1r b1f b2r b2f _ <<<"$(echo "$BEFORE" | tr ' ' '\n' | cut -d= -f2 | tr '\n' ' ')"
   within "$(rss "$P1")" "$b1r" && within "$(fds "$P1")" "$b1f" && within "$(rss "$P2")" "$b2r" && within "$(fds "$P2")" "$b2f"
 }
-for ((t = 0; t < SOAK_SETTLE; t += 5)); do settled && break; sleep 5; done
-AFTER=$(snapshot)
-SETTLE_TIME=$t
+ROUND_AFTER=()
+for ((round = 1; round <= SOAK_ROUNDS; round++)); do
+  log "round $round/$SOAK_ROUNDS: $SOAK_CONNS concurrent connections for $SOAK_SECONDS s"
+  ip netns exec "$C_NS" bash -c "ulimit -n 1048576; exec python3 -u '$BENCH/soak.py' run --host $S_IP --port $SOAK_PORT \
+    --conns $SOAK_CONNS --seconds $SOAK_SECONDS" >"$RUN/client.out" 2>"$RUN/client.err" &
+  CLIENT=$!
+  PEAK="" peak1=0 peak2=0
+  while kill -0 "$CLIENT" 2>/dev/null; do
+    sleep 5
+    r1=$(rss "$P1") r2=$(rss "$P2")
+    ((r1 > peak1)) && peak1=$r1
+    ((r2 > peak2)) && peak2=$r2
+    PEAK="node1_rss_kib=$peak1 node2_rss_kib=$peak2 node1_fds_now=$(fds "$P1") node2_fds_now=$(fds "$P2")"
+  done
+  wait "$CLIENT"
+  RESULT=$(tail -n 1 "$RUN/client.out")
+  log "client: $RESULT"
+  log "peak: $PEAK"
+  lost=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['lost'])" "$RESULT" 2>/dev/null || echo unknown)
+  [[ $lost == 0 ]] || break
+  log "waiting up to $SOAK_SETTLE s for the pools' idle release"
+  for ((t = 0; t < SOAK_SETTLE; t += 5)); do settled && break; sleep 5; done
+  AFTER=$(snapshot)
+  SETTLE_TIME=$t
+  ROUND_AFTER+=("$AFTER")
+  log "after round $round: $AFTER"
+done
+kill -USR1 "$SERVER"
+sleep 1
+SERVER_TOTALS=$(grep server_conns "$RUN/server.out" | tail -n 1)
 
-lost=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['lost'])" "$RESULT" 2>/dev/null || echo unknown)
 server_bad=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['server_bad'])" "$SERVER_TOTALS" 2>/dev/null || echo unknown)
-echo "soak: seconds=$SOAK_SECONDS concurrent=$SOAK_CONNS"
+echo "soak: seconds=$SOAK_SECONDS concurrent=$SOAK_CONNS rounds=$SOAK_ROUNDS"
 echo "soak: client $RESULT"
 echo "soak: server $SERVER_TOTALS"
 echo "soak: cold   $COLD"
-echo "soak: before $BEFORE (after a 3 s warm-up)"
+echo "soak: warm   $WARM (after 3 s of 20 connections)"
+if ((SOAK_BURST > 0)); then
+  echo "soak: before $BEFORE (the start: after a ${SOAK_BURST} s burst of $SOAK_CONNS connections and the pools' release)"
+else
+  echo "soak: before $BEFORE (the start: the warm proxy)"
+fi
 echo "soak: peak   $PEAK"
+for ((i = 0; i < ${#ROUND_AFTER[@]}; i++)); do echo "soak: after round $((i + 1)): ${ROUND_AFTER[i]}"; done
 echo "soak: after  $AFTER (after ${SETTLE_TIME}s of settling)"
 rc=0
 [[ $lost == 0 && $server_bad == 0 ]] || { echo "soak: FAIL lost=$lost server_bad=$server_bad"; rc=1; }
 settled || { echo "soak: FAIL RSS or fds did not return within 10 % of the start"; rc=1; }
+growth() { # $1 = field -> "after / start" of both proxies against both starts
+  local f=$1 a b w
+  a=$(echo "$AFTER" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
+  b=$(echo "$BEFORE" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
+  w=$(echo "$WARM" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
+  awk -v f="$f" -v a="$a" -v b="$b" -v w="$w" 'BEGIN { printf "soak: %s after/start %+.1f %%, after/warm %+.1f %%\n", f, (a/b-1)*100, (a/w-1)*100 }'
+}
+growth node1_rss_kib
+growth node2_rss_kib
 [[ $rc == 0 ]] && echo "soak: PASS"
 exit $rc

@@ -82,6 +82,9 @@ heap() { # $1 = node netns, $2 = node ip
   ip netns exec "$1" curl -fsS "http://127.0.0.1:15000/debug/memory" 2>/dev/null |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print("allocated=%d active=%d metadata=%d resident=%d" % (d["allocated_bytes"]>>10, d["active_bytes"]>>10, d["metadata_bytes"]>>10, d["resident_bytes"]>>10))' 2>/dev/null
 }
+field() { # $1 = a snapshot line, $2 = a key -> its value
+  echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'
+}
 snapshot() {
   echo "node1_rss_kib=$(rss "$P1") node1_fds=$(fds "$P1") node2_rss_kib=$(rss "$P2") node2_fds=$(fds "$P2")" \
     "node1_anon_kib=$(anon "$P1") node2_anon_kib=$(anon "$P2")"
@@ -115,10 +118,7 @@ if ((SOAK_BURST > 0)); then
     { echo "soak: burst failed: $(tail -c 400 "$RUN/burst.err")" >&2; exit 2; }
   log "burst: $(tail -n 1 "$RUN/burst.out")"
   released() { # the HBONE pools closed what the burst opened: fds back to the warm count (+2)
-    local w1 w2
-    w1=$(echo "$WARM" | tr ' ' '\n' | awk -F= '$1 == "node1_fds" {print $2}')
-    w2=$(echo "$WARM" | tr ' ' '\n' | awk -F= '$1 == "node2_fds" {print $2}')
-    (($(fds "$P1") <= w1 + 2 && $(fds "$P2") <= w2 + 2))
+    (($(fds "$P1") <= $(field "$WARM" node1_fds) + 2 && $(fds "$P2") <= $(field "$WARM" node2_fds) + 2))
   }
   for ((t = 0; t < SOAK_SETTLE; t += 5)); do released && break; sleep 5; done
   sleep 35 # one more heap trim (every 30 s) after the release
@@ -129,8 +129,8 @@ within() { # $1 = now, $2 = start -> true when now <= start * 1.1 (fds: + 2 for 
   awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b * 1.10 + 2) }'
 }
 settled() {
-  read -r b1r b1f b2r b2f _ <<<"$(echo "$BEFORE" | tr ' ' '\n' | cut -d= -f2 | tr '\n' ' ')"
-  within "$(rss "$P1")" "$b1r" && within "$(fds "$P1")" "$b1f" && within "$(rss "$P2")" "$b2r" && within "$(fds "$P2")" "$b2f"
+  within "$(rss "$P1")" "$(field "$BEFORE" node1_rss_kib)" && within "$(fds "$P1")" "$(field "$BEFORE" node1_fds)" &&
+    within "$(rss "$P2")" "$(field "$BEFORE" node2_rss_kib)" && within "$(fds "$P2")" "$(field "$BEFORE" node2_fds)"
 }
 ROUND_AFTER=()
 for ((round = 1; round <= SOAK_ROUNDS; round++)); do
@@ -181,11 +181,8 @@ rc=0
 [[ $lost == 0 && $server_bad == 0 ]] || { echo "soak: FAIL lost=$lost server_bad=$server_bad"; rc=1; }
 settled || { echo "soak: FAIL RSS or fds did not return within 10 % of the start"; rc=1; }
 growth() { # $1 = field -> "after / start" of both proxies against both starts
-  local f=$1 a b w
-  a=$(echo "$AFTER" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
-  b=$(echo "$BEFORE" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
-  w=$(echo "$WARM" | tr ' ' '\n' | awk -F= -v f="$f" '$1 == f {print $2}')
-  awk -v f="$f" -v a="$a" -v b="$b" -v w="$w" 'BEGIN { printf "soak: %s after/start %+.1f %%, after/warm %+.1f %%\n", f, (a/b-1)*100, (a/w-1)*100 }'
+  local f=$1
+  awk -v f="$f" -v a="$(field "$AFTER" "$f")" -v b="$(field "$BEFORE" "$f")" -v w="$(field "$WARM" "$f")" 'BEGIN { printf "soak: %s after/start %+.1f %%, after/warm %+.1f %%\n", f, (a/b-1)*100, (a/w-1)*100 }'
 }
 growth node1_rss_kib
 growth node2_rss_kib

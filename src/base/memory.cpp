@@ -15,6 +15,12 @@ namespace {
 
 bool on_jemalloc() { return mallctl != nullptr; }
 
+std::size_t read_size(const char* name) {
+  std::size_t value = 0;
+  std::size_t len = sizeof value;
+  return mallctl(name, &value, &len, nullptr, 0) == 0 ? value : 0;
+}
+
 }  // namespace
 
 std::string_view allocator_name() { return on_jemalloc() ? "jemalloc" : "glibc"; }
@@ -32,18 +38,6 @@ void release_free_memory() {
   ::malloc_trim(0);
 }
 
-}  // namespace meshnode::base
-
-namespace meshnode::base {
-namespace {
-
-std::size_t read_size(const char* name) {
-  std::size_t value = 0;
-  std::size_t len = sizeof value;
-  return mallctl(name, &value, &len, nullptr, 0) == 0 ? value : 0;
-}
-
-}  // namespace
 
 AllocatorStats allocator_stats() {
   if (!on_jemalloc()) return {};

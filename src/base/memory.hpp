@@ -22,10 +22,6 @@ void flush_thread_cache();
 /// heap sizes.
 void release_free_memory();
 
-}  // namespace meshnode::base
-
-namespace meshnode::base {
-
 /// The allocator's own view of the heap, in bytes (jemalloc `stats.*` after an `epoch` refresh;
 /// every field 0 on glibc, which keeps no such totals). allocated <= active <= resident.
 struct AllocatorStats {

@@ -1,19 +1,21 @@
 #include "xds/client.hpp"
 
-#include <google/protobuf/arena.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <spdlog/spdlog.h>
 
 #include <deque>
 #include <mutex>
 #include <set>
 
-#include "discovery.grpc.pb.h"
+#include "discovery.pb.h"
 #include "rpc/channel.hpp"
 #include "rpc/loop.hpp"
 #include "xds/convert.hpp"
+#include "xds/response.hpp"
 #include "xds/store.hpp"
 
 namespace meshnode::xds {
@@ -23,17 +25,14 @@ using base::Errc;
 using base::fail;
 namespace discovery = envoy::service::discovery::v3;
 using Request = discovery::DeltaDiscoveryRequest;
-using Response = discovery::DeltaDiscoveryResponse;
+// Responses arrive as raw bytes and are read in place (DecodedResponse): the initial push of a
+// large cluster is tens of MB, and a generated stub would copy every payload into a message first.
+using Stub = grpc::TemplatedGenericStub<Request, grpc::ByteBuffer>;
+constexpr const char* kDeltaMethod =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 using Clock = std::chrono::steady_clock;
 
 constexpr int kInvalidArgument = 3;  // google.rpc.Code.INVALID_ARGUMENT in a NACK's error_detail
-
-google::protobuf::ArenaOptions arena_options() {
-  google::protobuf::ArenaOptions o;
-  o.start_block_size = 64 * 1024;
-  o.max_block_size = 4 * 1024 * 1024;
-  return o;
-}
 
 std::string env_or(const rpc::Env& env, std::string_view name, std::string fallback) {
   auto it = env.find(name);
@@ -101,11 +100,9 @@ Result<std::optional<XdsOptions>> XdsOptions::from_env(const rpc::Env& env) {
 struct XdsClient::Impl {
   struct Stream {
     grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientAsyncReaderWriter<Request, Response>> rw;
-    // Each response is decoded into an arena, released in one go once applied: a 100,000-resource
-    // response costs no per-field frees (xDS apply benchmark).
-    google::protobuf::Arena arena{arena_options()};
-    Response* incoming = google::protobuf::Arena::CreateMessage<Response>(&arena);
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<Request, grpc::ByteBuffer>> rw;
+    grpc::ByteBuffer incoming;
+    std::string decode_error;  // set when a response did not decode: the stream is then cancelled
     std::deque<Request> outbox;  // front() is being written while `writing`
     bool writing = false;
     bool open = false;
@@ -142,12 +139,12 @@ struct XdsClient::Impl {
   void send(const std::shared_ptr<Stream>& s, Request request);
   void write_next(const std::shared_ptr<Stream>& s);
   void send_initial(const std::shared_ptr<Stream>& s);
-  void handle(const std::shared_ptr<Stream>& s, const Response& response);
-  void resolve_waiters(const Response& response, const ApplyOutcome& outcome);
+  void handle(const std::shared_ptr<Stream>& s, const ResponseView& response, std::size_t bytes);
+  void resolve_waiters(const ResponseView& response, const ApplyOutcome& outcome);
   void add_waiter(std::string key, Clock::time_point deadline, std::function<void(Result<SnapshotPtr>)> done);
   void complete(std::function<void(Result<SnapshotPtr>)> done, Result<SnapshotPtr> result);
   void deliver(std::function<void()> fn);
-  void record_response(const Response& response, const std::string& error);
+  void record_response(const ResponseView& response, const std::string& error);
   [[nodiscard]] discovery::Node node() const;
 
   XdsOptions options;
@@ -157,7 +154,7 @@ struct XdsClient::Impl {
   SnapshotPtr current;
   SnapshotPtr initial;
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<discovery::AggregatedDiscoveryService::Stub> stub;
+  std::unique_ptr<Stub> stub;
 
   bool stopping = false;
   std::shared_ptr<Stream> stream;
@@ -215,7 +212,7 @@ void XdsClient::Impl::connect() {
     on_finished(s);
     return;
   }
-  s->rw = stub->PrepareAsyncDeltaAggregatedResources(&s->context, loop.cq());
+  s->rw = stub->PrepareCall(&s->context, kDeltaMethod, loop.cq());
   stream = s;
   s->rw->StartCall(loop.tag([this, s](bool ok) { on_started(s, ok); }));
 }
@@ -246,7 +243,7 @@ void XdsClient::Impl::send_initial(const std::shared_ptr<Stream>& s) {
 }
 
 void XdsClient::Impl::read(const std::shared_ptr<Stream>& s) {
-  s->rw->Read(s->incoming, loop.tag([this, s](bool ok) { on_read(s, ok); }));
+  s->rw->Read(&s->incoming, loop.tag([this, s](bool ok) { on_read(s, ok); }));
 }
 
 void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
@@ -259,9 +256,28 @@ void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
     status.connected = true;
     spdlog::info("xds: connected to {}", options.endpoint.address);
   }
-  handle(s, *s->incoming);
-  s->arena.Reset();
-  s->incoming = google::protobuf::Arena::CreateMessage<Response>(&s->arena);
+  // gRPC hands a message over as a chain of slices (about one per HTTP/2 DATA frame, already
+  // decompressed by Dump); the response is read across them, not joined first.
+  std::vector<grpc::Slice> slices;
+  if (!s->incoming.Dump(&slices).ok()) slices.clear();  // an empty message: the empty response
+  s->incoming.Clear();                                  // the slices hold their own references
+  std::vector<std::string_view> segments;
+  segments.reserve(slices.size());
+  std::size_t bytes = 0;
+  for (const auto& slice : slices) {
+    segments.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    bytes += slice.size();
+  }
+  auto decoded = DecodedResponse::decode(segments);
+  if (!decoded) {
+    // Not a response we can ACK or NACK (no nonce to name): end the stream, reconnect with backoff.
+    s->decode_error = decoded.error().context;
+    spdlog::error("xds: response from {} does not decode: {}; reconnecting", options.endpoint.address,
+                  s->decode_error);
+    s->context.TryCancel();
+    return finish(s);
+  }
+  handle(s, decoded->view(), bytes);
   read(s);
 }
 
@@ -273,9 +289,10 @@ void XdsClient::Impl::finish(const std::shared_ptr<Stream>& s) {
 
 void XdsClient::Impl::on_finished(const std::shared_ptr<Stream>& s) {
   if (stream == s) stream.reset();
-  Termination t = classify(s->status, s->got_response);
-  std::string why =
-      std::to_string(static_cast<int>(s->status.error_code())) + " " + s->status.error_message();
+  Termination t = s->decode_error.empty() ? classify(s->status, s->got_response) : Termination{"Error", true};
+  std::string why = s->decode_error.empty() ? std::to_string(static_cast<int>(s->status.error_code())) + " " +
+                                                  s->status.error_message()
+                                            : s->decode_error;
   {
     std::lock_guard lock(status_mu);
     status.connected = false;
@@ -312,12 +329,13 @@ void XdsClient::Impl::write_next(const std::shared_ptr<Stream>& s) {
   }));
 }
 
-void XdsClient::Impl::handle(const std::shared_ptr<Stream>& s, const Response& response) {
-  if (metrics) metrics->message_received(response.type_url(), response.ByteSizeLong());
+void XdsClient::Impl::handle(const std::shared_ptr<Stream>& s, const ResponseView& response,
+                             std::size_t bytes) {
+  if (metrics) metrics->message_received(response.type_url, bytes);
   ApplyOutcome outcome = store.apply(response);
   std::string error;
   if (outcome.unknown_type) {
-    error = "unknown type_url '" + response.type_url() + "'";
+    error = "unknown type_url '" + std::string(response.type_url) + "'";
   } else if (outcome.changed()) {
     auto built = store.build();
     if (built) {
@@ -330,19 +348,19 @@ void XdsClient::Impl::handle(const std::shared_ptr<Stream>& s, const Response& r
   }
   if (error.empty()) error = outcome.error_message();
   Request ack;
-  ack.set_type_url(response.type_url());
-  ack.set_response_nonce(response.nonce());
+  ack.set_type_url(std::string(response.type_url));
+  ack.set_response_nonce(std::string(response.nonce));
   if (!error.empty()) {
     ack.mutable_error_detail()->set_code(kInvalidArgument);
     ack.mutable_error_detail()->set_message(error);
     spdlog::warn("xds: NACK type={} nonce={} applied={} removed={} rejected={} error=\"{}\"",
-                 response.type_url(), response.nonce(), outcome.upserted, outcome.removed,
+                 response.type_url, response.nonce, outcome.upserted, outcome.removed,
                  outcome.rejected.size(), error);
   } else {
-    spdlog::debug("xds: ACK type={} nonce={} applied={} removed={}", response.type_url(), response.nonce(),
+    spdlog::debug("xds: ACK type={} nonce={} applied={} removed={}", response.type_url, response.nonce,
                   outcome.upserted, outcome.removed);
   }
-  if (!outcome.unknown_type) seen_types.insert(response.type_url());
+  if (!outcome.unknown_type) seen_types.insert(std::string(response.type_url));
   bool ready = seen_types.contains(std::string(kAuthorizationType)) &&
                (options.on_demand || seen_types.contains(std::string(kAddressType)));
   bool became_ready = ready && !ready_sent;
@@ -354,23 +372,23 @@ void XdsClient::Impl::handle(const std::shared_ptr<Stream>& s, const Response& r
     spdlog::info("xds: first response of each type applied; ready");
     if (callbacks.on_ready) deliver(callbacks.on_ready);
   }
-  if (!waiters.empty() && response.type_url() == kAddressType) resolve_waiters(response, outcome);
+  if (!waiters.empty() && response.type_url == kAddressType) resolve_waiters(response, outcome);
 }
 
-void XdsClient::Impl::record_response(const Response& response, const std::string& error) {
+void XdsClient::Impl::record_response(const ResponseView& response, const std::string& error) {
   std::lock_guard lock(status_mu);
   status.ready = ready_sent;
   for (auto& t : status.types) {
-    if (t.type_url != response.type_url()) continue;
+    if (t.type_url != response.type_url) continue;
     t.received = true;
-    t.system_version_info = response.system_version_info();
-    t.last_nonce = response.nonce();
+    t.system_version_info = response.system_version_info;
+    t.last_nonce = response.nonce;
     t.resources =
         t.type_url == kAddressType ? store.workload_count() + store.service_count() : store.policy_count();
     if (error.empty()) {
-      t.last_ack_nonce = response.nonce();
+      t.last_ack_nonce = response.nonce;
     } else {
-      t.last_nack_nonce = response.nonce();
+      t.last_nack_nonce = response.nonce;
       t.last_nack_error = error;
     }
   }
@@ -380,8 +398,8 @@ void XdsClient::Impl::complete(std::function<void(Result<SnapshotPtr>)> done, Re
   deliver([done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
 }
 
-void XdsClient::Impl::resolve_waiters(const Response& response, const ApplyOutcome& outcome) {
-  std::set<std::string> removed(response.removed_resources().begin(), response.removed_resources().end());
+void XdsClient::Impl::resolve_waiters(const ResponseView& response, const ApplyOutcome& outcome) {
+  std::set<std::string_view> removed(response.removed_resources.begin(), response.removed_resources.end());
   for (auto it = waiters.begin(); it != waiters.end();) {
     const std::string& key = it->first;
     Result<SnapshotPtr> result = current;
@@ -460,7 +478,7 @@ Result<std::unique_ptr<XdsClient>> XdsClient::create(XdsOptions options, config:
       std::make_unique<Impl>(std::move(options), std::move(*store), *initial, std::move(callbacks), metrics);
   impl->initial = *initial;
   impl->channel = std::move(*channel);
-  impl->stub = discovery::AggregatedDiscoveryService::NewStub(impl->channel);
+  impl->stub = std::make_unique<Stub>(impl->channel);
   return std::unique_ptr<XdsClient>(new XdsClient(std::move(impl)));
 }
 

@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "authorization.pb.h"
-#include "discovery.pb.h"
 #include "workload.pb.h"
 #include "xds/convert.hpp"
 
@@ -16,21 +15,22 @@ namespace {
 
 using base::Errc;
 using base::fail;
-namespace discovery = envoy::service::discovery::v3;
 
-std::string display_name(const std::string& name) { return name.empty() ? "(unnamed)" : name; }
+std::string display_name(std::string_view name) { return name.empty() ? "(unnamed)" : std::string(name); }
 
-// The Any payload of `r`, checked against the response type; nullptr + reason when unusable.
-const std::string* payload(const discovery::Resource& r, std::string_view type_url, std::string& reason) {
-  if (!r.has_resource()) {
+// The Any payload of `r`, checked against the response type; false + reason when unusable.
+bool payload(const ResourceView& r, std::string_view type_url, std::string_view& bytes, std::string& reason) {
+  if (!r.has_payload) {
     reason = "resource has no payload";
-    return nullptr;
+    return false;
   }
-  if (r.resource().type_url() != type_url) {
-    reason = "payload type '" + r.resource().type_url() + "' does not match '" + std::string(type_url) + "'";
-    return nullptr;
+  if (r.payload_type != type_url) {
+    reason =
+        "payload type '" + std::string(r.payload_type) + "' does not match '" + std::string(type_url) + "'";
+    return false;
   }
-  return &r.resource().value();
+  bytes = r.payload;
+  return true;
 }
 
 // "<network>/<ip>" → key; nullopt when the text after the last '/' is not an IP.
@@ -75,11 +75,11 @@ Result<ResourceStore> ResourceStore::create(config::LocalConfig local) {
   return store;
 }
 
-ApplyOutcome ResourceStore::apply(const discovery::DeltaDiscoveryResponse& response) {
+ApplyOutcome ResourceStore::apply(const ResponseView& response) {
   ApplyOutcome out;
-  if (response.type_url() == kAddressType) {
+  if (response.type_url == kAddressType) {
     apply_addresses(response, out);
-  } else if (response.type_url() == kAuthorizationType) {
+  } else if (response.type_url == kAuthorizationType) {
     apply_policies(response, out);
   } else {
     out.unknown_type = true;
@@ -87,7 +87,7 @@ ApplyOutcome ResourceStore::apply(const discovery::DeltaDiscoveryResponse& respo
   return out;
 }
 
-Result<void> ResourceStore::check_workload(const std::string& name, const state::Workload& w) const {
+Result<void> ResourceStore::check_workload(std::string_view name, const state::Workload& w) const {
   if (local_uids_.contains(w.uid))
     return fail(Errc::kConfig, "uid '" + w.uid + "' is defined by the local config");
   if (auto it = workload_uids_.find(w.uid); it != workload_uids_.end() && it->second != name) {
@@ -109,7 +109,7 @@ Result<void> ResourceStore::check_workload(const std::string& name, const state:
   return {};
 }
 
-Result<void> ResourceStore::check_service(const std::string& name, const state::Service& s) const {
+Result<void> ResourceStore::check_service(std::string_view name, const state::Service& s) const {
   std::string key = s.key();
   if (local_service_keys_.contains(key)) {
     return fail(Errc::kConfig, "service '" + key + "' is defined by the local config");
@@ -202,7 +202,7 @@ void ResourceStore::OwnerIndex::release(std::string_view network, const base::Ip
   --used_;
 }
 
-bool ResourceStore::erase_address(const std::string& name) {
+bool ResourceStore::erase_address(std::string_view name) {
   auto it = addresses_.find(name);
   if (it == addresses_.end()) return false;
   const AddressEntry& e = it->second;
@@ -222,12 +222,14 @@ bool ResourceStore::erase_address(const std::string& name) {
     service_keys_.erase(e.service->key());
     for (const auto& v : e.service->vips) release(vip_owner_, v.network, v.address);
   }
-  if (!shadowed_.empty()) shadowed_.erase(name);
+  if (!shadowed_.empty()) {
+    if (auto gone = shadowed_.find(name); gone != shadowed_.end()) shadowed_.erase(gone);
+  }
   addresses_.erase(it);
   return true;
 }
 
-void ResourceStore::put_address(const std::string& name, state::InternedString version,
+void ResourceStore::put_address(std::string_view name, state::InternedString version,
                                 std::shared_ptr<const state::Workload> w,
                                 std::shared_ptr<const state::Service> s) {
   AddressEntry entry{std::move(version), std::move(w), std::move(s), nullptr};
@@ -278,19 +280,19 @@ struct DecodedAddress {
   std::string error;  // non-empty: rejected
 };
 
-DecodedAddress decode_address(const discovery::Resource& r, istio::workload::Address& scratch,
+DecodedAddress decode_address(const ResourceView& r, istio::workload::Address& scratch,
                               state::InternedStringBatch& strings) {
   DecodedAddress out;
-  const std::string* bytes = payload(r, kAddressType, out.error);
-  if (bytes == nullptr) return out;
+  std::string_view bytes;
+  if (!payload(r, kAddressType, bytes, out.error)) return out;
   {
     state::Workload w;
-    if (fast_workload_from_address(*bytes, strings, w)) {
+    if (fast_workload_from_address(bytes, strings, w)) {
       out.workload = std::make_shared<const state::Workload>(std::move(w));
       return out;
     }
   }
-  if (!scratch.ParseFromString(*bytes)) {
+  if (bytes.size() > 0x7fffffffu || !scratch.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     out.error = "payload does not decode as istio.workload.Address";
   } else if (scratch.has_workload()) {
     auto w = to_workload(scratch.workload(), strings);
@@ -308,33 +310,33 @@ DecodedAddress decode_address(const discovery::Resource& r, istio::workload::Add
 
 // Decodes resources [begin, end) into `out`. Payloads are parsed into an arena reset every 512
 // resources: bump allocation and no per-field frees.
-void decode_range(const discovery::DeltaDiscoveryResponse& response, int begin, int end,
+void decode_range(const ResponseView& response, std::size_t begin, std::size_t end,
                   std::vector<DecodedAddress>& out) {
   google::protobuf::ArenaOptions options;
   options.start_block_size = 64 * 1024;
   options.max_block_size = 1024 * 1024;
   google::protobuf::Arena arena(options);
   state::InternedStringBatch strings;
-  for (int i = begin; i < end; ++i) {
+  for (std::size_t i = begin; i < end; ++i) {
     if ((i - begin) % 512 == 511) arena.Reset();
     auto& scratch = *google::protobuf::Arena::CreateMessage<istio::workload::Address>(&arena);
-    DecodedAddress& d = out[static_cast<std::size_t>(i)];
-    d = decode_address(response.resources(i), scratch, strings);
-    if (d.error.empty()) d.version = strings.get(response.resources(i).version(), 14);
+    DecodedAddress& d = out[i];
+    d = decode_address(response.resources[i], scratch, strings);
+    if (d.error.empty()) d.version = strings.get(response.resources[i].version, 14);
   }
 }
 
 // Big responses (the initial push of a large cluster) are decoded on a few short-lived threads:
 // conversion is pure, and it is most of the apply time (xDS apply benchmark).
-std::vector<DecodedAddress> decode_all(const discovery::DeltaDiscoveryResponse& response) {
-  constexpr int kPerThread = 8192;
-  const int n = response.resources_size();
-  std::vector<DecodedAddress> out(static_cast<std::size_t>(n));
-  int threads =
-      std::clamp(n / kPerThread, 1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4));
+std::vector<DecodedAddress> decode_all(const ResponseView& response) {
+  constexpr std::size_t kPerThread = 8192;
+  const std::size_t n = response.resources.size();
+  std::vector<DecodedAddress> out(n);
+  std::size_t threads = std::clamp<std::size_t>(
+      n / kPerThread, 1, std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4));
   std::vector<std::thread> helpers;
-  const int chunk = (n + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t) {
+  const std::size_t chunk = (n + threads - 1) / threads;
+  for (std::size_t t = 1; t < threads; ++t) {
     helpers.emplace_back([&response, &out, t, chunk, n] {
       decode_range(response, t * chunk, std::min(n, (t + 1) * chunk), out);
     });
@@ -346,8 +348,8 @@ std::vector<DecodedAddress> decode_all(const discovery::DeltaDiscoveryResponse& 
 
 }  // namespace
 
-void ResourceStore::apply_addresses(const discovery::DeltaDiscoveryResponse& response, ApplyOutcome& out) {
-  for (const auto& name : response.removed_resources()) {
+void ResourceStore::apply_addresses(const ResponseView& response, ApplyOutcome& out) {
+  for (std::string_view name : response.removed_resources) {
     if (erase_address(name)) ++out.removed;
   }
   std::vector<DecodedAddress> decoded = decode_all(response);
@@ -355,23 +357,23 @@ void ResourceStore::apply_addresses(const discovery::DeltaDiscoveryResponse& res
   addresses_.reserve(addresses_.size() + decoded.size());
   ip_owner_.reserve(ip_owner_.size() + decoded.size());
   for (std::size_t i = 0; i < decoded.size(); ++i) {
-    const auto& r = response.resources(static_cast<int>(i));
+    const ResourceView& r = response.resources[i];
     DecodedAddress& d = decoded[i];
     Result<void> ok = !d.error.empty() ? fail(Errc::kConfig, std::move(d.error))
-                      : d.workload     ? check_workload(r.name(), *d.workload)
-                                       : check_service(r.name(), *d.service);
+                      : d.workload     ? check_workload(r.name, *d.workload)
+                                       : check_service(r.name, *d.service);
     if (!ok) {
-      out.rejected.push_back({display_name(r.name()), ok.error().context});
+      out.rejected.push_back({display_name(r.name), ok.error().context});
       continue;
     }
-    put_address(r.name(), std::move(d.version), std::move(d.workload), std::move(d.service));
+    put_address(r.name, std::move(d.version), std::move(d.workload), std::move(d.service));
     ++out.upserted;
   }
 }
 
-void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& response, ApplyOutcome& out) {
-  for (const auto& name : response.removed_resources()) {
-    auto it = policies_.find(name);
+void ResourceStore::apply_policies(const ResponseView& response, ApplyOutcome& out) {
+  for (std::string_view name : response.removed_resources) {
+    auto it = policies_.find(std::string(name));
     if (it == policies_.end()) continue;
     policy_keys_.erase(it->second.policy->key());
     policies_.erase(it);
@@ -379,15 +381,17 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
     ++out.removed;
   }
   istio::security::Authorization message;
-  for (const auto& r : response.resources()) {
+  for (const ResourceView& r : response.resources) {
     std::string reason;
-    const std::string* bytes = payload(r, kAuthorizationType, reason);
-    if (bytes != nullptr && !message.ParseFromString(*bytes)) {
+    std::string_view bytes;
+    bool usable = payload(r, kAuthorizationType, bytes, reason);
+    if (usable && (bytes.size() > 0x7fffffffu ||
+                   !message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))) {
       reason = "payload does not decode as istio.security.Authorization";
-      bytes = nullptr;
+      usable = false;
     }
-    if (bytes == nullptr) {
-      out.rejected.push_back({display_name(r.name()), std::move(reason)});
+    if (!usable) {
+      out.rejected.push_back({display_name(r.name), std::move(reason)});
       continue;
     }
     auto policy = to_authorization(message);
@@ -396,20 +400,22 @@ void ResourceStore::apply_policies(const discovery::DeltaDiscoveryResponse& resp
       auto held = policy_keys_.find(key);
       if (local_policy_keys_.contains(key)) {
         policy = fail(Errc::kConfig, "policy '" + key + "' is defined by the local config");
-      } else if (held != policy_keys_.end() && held->second != r.name()) {
+      } else if (held != policy_keys_.end() && held->second != r.name) {
         policy =
             fail(Errc::kConfig, "policy '" + key + "' is already held by resource '" + held->second + "'");
       }
     }
     if (!policy) {
-      out.rejected.push_back({display_name(r.name()), policy.error().context});
+      out.rejected.push_back({display_name(r.name), policy.error().context});
       continue;
     }
-    if (auto old = policies_.find(r.name()); old != policies_.end())
+    std::string name(r.name);
+    if (auto old = policies_.find(name); old != policies_.end())
       policy_keys_.erase(old->second.policy->key());
-    policy_keys_[policy->key()] = r.name();
-    policies_.insert_or_assign(
-        r.name(), PolicyEntry{r.version(), std::make_shared<const state::Authorization>(std::move(*policy))});
+    policy_keys_[policy->key()] = name;
+    policies_.insert_or_assign(std::move(name),
+                               PolicyEntry{std::string(r.version),
+                                           std::make_shared<const state::Authorization>(std::move(*policy))});
     policies_changed_ = true;
     ++out.upserted;
   }

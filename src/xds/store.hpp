@@ -13,6 +13,7 @@
 #include "base/error.hpp"
 #include "config/local_config.hpp"
 #include "state/snapshot.hpp"
+#include "xds/response.hpp"
 
 namespace envoy::service::discovery::v3 {
 class DeltaDiscoveryResponse;
@@ -65,8 +66,13 @@ class ResourceStore {
   [[nodiscard]] static Result<ResourceStore> create(config::LocalConfig local);
 
   /// Applies one Delta xDS response: removals first, then each resource in order.
-  /// Never fails as a whole; see ApplyOutcome. Pure (no I/O).
-  ApplyOutcome apply(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response);
+  /// Never fails as a whole; see ApplyOutcome. Pure (no I/O). The views need only live for the
+  /// call: what the store keeps is copied.
+  ApplyOutcome apply(const ResponseView& response);
+  /// The same, for a parsed message (tests, the fake control plane).
+  ApplyOutcome apply(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response) {
+    return apply(ResponseView::of(response));
+  }
 
   /// A snapshot of local config + every accepted xDS resource. Errc::kConfig only on a bug
   /// (apply() keeps the inputs consistent); the caller then keeps its previous snapshot.
@@ -108,15 +114,13 @@ class ResourceStore {
   };
 
   ResourceStore() = default;
-  void apply_addresses(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
-                       ApplyOutcome& out);
-  void apply_policies(const envoy::service::discovery::v3::DeltaDiscoveryResponse& response,
-                      ApplyOutcome& out);
-  [[nodiscard]] Result<void> check_workload(const std::string& name, const state::Workload& w) const;
-  [[nodiscard]] Result<void> check_service(const std::string& name, const state::Service& s) const;
-  void put_address(const std::string& name, state::InternedString version, std::shared_ptr<const state::Workload> w,
-                   std::shared_ptr<const state::Service> s);
-  bool erase_address(const std::string& name);
+  void apply_addresses(const ResponseView& response, ApplyOutcome& out);
+  void apply_policies(const ResponseView& response, ApplyOutcome& out);
+  [[nodiscard]] Result<void> check_workload(std::string_view name, const state::Workload& w) const;
+  [[nodiscard]] Result<void> check_service(std::string_view name, const state::Service& s) const;
+  void put_address(std::string_view name, state::InternedString version,
+                   std::shared_ptr<const state::Workload> w, std::shared_ptr<const state::Service> s);
+  bool erase_address(std::string_view name);
   [[nodiscard]] std::shared_ptr<const state::Workload> visible(
       std::string_view name, const std::shared_ptr<const state::Workload>& w) const;
   [[nodiscard]] state::Service visible(std::string_view name, const state::Service& s) const;

@@ -13,69 +13,16 @@
 #include <vector>
 
 #include "xds/convert.hpp"
+#include "xds/wire.hpp"
 
 namespace meshnode::xds {
 namespace {
 
-// A cursor over one message's bytes.
-struct Reader {
-  const char* p;
-  const char* end;
-
-  bool done() const { return p == end; }
-
-  bool varint(std::uint64_t& out) {
-    out = 0;
-    for (int shift = 0; shift < 64 && p != end; shift += 7) {
-      auto b = static_cast<std::uint8_t>(*p++);
-      out |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;  // truncated or longer than 10 bytes
-  }
-
-  // A length-delimited field's bytes.
-  bool bytes(std::string_view& out) {
-    std::uint64_t n = 0;
-    if (!varint(n) || n > static_cast<std::uint64_t>(end - p)) return false;
-    out = std::string_view(p, static_cast<std::size_t>(n));
-    p += n;
-    return true;
-  }
-
-  // Field number and wire type of the next field.
-  bool tag(std::uint32_t& field, std::uint32_t& type) {
-    std::uint64_t t = 0;
-    if (!varint(t) || t > 0xffffffffu) return false;
-    field = static_cast<std::uint32_t>(t >> 3);
-    type = static_cast<std::uint32_t>(t & 7);
-    return field != 0;
-  }
-};
-
-constexpr std::uint32_t kVarint = 0;
-constexpr std::uint32_t kLen = 2;
-
-Reader reader_of(std::string_view bytes) { return Reader{bytes.data(), bytes.data() + bytes.size()}; }
-
-// Protobuf rejects a proto3 string that is not UTF-8; ASCII is always fine, anything else goes
-// to the protobuf path rather than re-implementing its validator.
-bool ascii(std::string_view s) {
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t chunk = 0;
-    std::memcpy(&chunk, s.data() + i, 8);
-    if ((chunk & 0x8080808080808080ULL) != 0) return false;
-  }
-  for (; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0x80) != 0) return false;
-  }
-  return true;
-}
-
-bool string_field(Reader& r, std::uint32_t type, std::string_view& out) {
-  return type == kLen && r.bytes(out) && ascii(out);
-}
+using wire::kLen;
+using wire::kVarint;
+using wire::Reader;
+using wire::reader_of;
+using wire::string_field;
 
 bool varint_field(Reader& r, std::uint32_t type, std::uint64_t& out) { return type == kVarint && r.varint(out); }
 

@@ -268,6 +268,26 @@ TEST_F(XdsClientTest, ReconnectsWithAcceptedVersionsAndKeepsServingMeanwhile) {
   ASSERT_FALSE(t.empty());
 }
 
+// A response that does not decode (here: a resource name that is not UTF-8, which protobuf
+// refuses) cannot be ACKed or NACKed by nonce: the stream ends with an error naming it, counted as
+// "Error", and the client reconnects while the snapshot it had keeps serving.
+TEST_F(XdsClientTest, AResponseThatDoesNotDecodeEndsTheStreamAndKeepsServing) {
+  server_->put(std::string(kAddressType), resource(pod("default", "keep", "10.0.0.1")));
+  start();
+  ASSERT_TRUE(sink_.wait_ready());
+  auto bad = resource(pod("default", "bad", "10.0.0.2"));
+  bad.set_name("Kubernetes//Pod/default/bad\xff");
+  server_->put(std::string(kAddressType), bad);
+  ASSERT_TRUE(server_->wait_streams(2, in(5s))) << "the client did not reconnect";
+  auto t = sink_.terminations();
+  ASSERT_FALSE(t.empty());
+  EXPECT_EQ(t.front(), "Error");
+  EXPECT_NE(client_->status().last_error.find("does not parse"), std::string::npos)
+      << client_->status().last_error;
+  EXPECT_NE(sink_.latest()->workload_by_uid("Kubernetes//Pod/default/keep"), nullptr);
+  EXPECT_EQ(sink_.latest()->workload_by_uid("Kubernetes//Pod/default/bad"), nullptr);
+}
+
 TEST_F(XdsClientTest, OnDemandSubscribesOnAMissAndWaitsUnderADeadline) {
   auto w = pod("default", "lazy", "10.0.0.42");
   server_->put(std::string(kAddressType), resource(w));

@@ -3,6 +3,7 @@
 #include "proxy/inbound.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include "hbone/headers.hpp"
 #include "hbone/identity.hpp"
@@ -16,7 +17,10 @@ namespace meshnode::proxy {
 std::string_view handshake_failure_reason(const base::Error& error) {
   const std::string& text = error.context;
   auto has = [&text](std::string_view s) { return text.find(s) != std::string::npos; };
-  if (error.code == base::Errc::kLimitExceeded) return has("on this listener") ? "listener_limit" : "source_limit";
+  if (error.code == base::Errc::kLimitExceeded) {
+    if (has("evicted")) return "evicted";
+    return has("on this listener") ? "listener_limit" : "source_limit";
+  }
   if (error.code == base::Errc::kTimeout) return "timeout";
   if (has("URI SAN") || has("not a SPIFFE id")) return "svid";  // verify.cpp svid_identity
   if (has("trust domain")) return "trust_domain";
@@ -31,7 +35,11 @@ std::string_view handshake_failure_reason(const base::Error& error) {
 asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, std::shared_ptr<const void> owner) {
   auto peer = net::peer_addr(socket.native_handle());
   // Before any TLS state exists: a flood of stalled handshakes costs a socket each, not ~49 KiB.
-  auto acquired = pod_.handshakes.try_acquire(peer ? peer->ip : base::IpAddr{});
+  // Eviction shuts the socket down (the fd stays open, owned by the handshake until the permit
+  // goes), so the pending handshake read ends at once.
+  const auto started = HandshakeLimiter::Clock::now();
+  auto acquired = pod_.handshakes.try_acquire(
+      peer ? peer->ip : base::IpAddr{}, [fd = socket.native_handle()] { ::shutdown(fd, SHUT_RDWR); }, started);
   if (!acquired) {
     count_setup_failure(acquired.error(), peer, id);
     co_return;  // the socket closes here
@@ -55,8 +63,15 @@ asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, s
   auto session = co_await hbone::accept_hbone(std::move(socket), server_ctx, pod_.inputs.options.handshake_timeout,
                                               settings, std::move(handler), pod_.inputs.tasks,
                                               pod_.inputs.options.reset_budgets);
+  const bool evicted = permit->evicted();
   permit.reset();  // the handshake is over, whatever its outcome
   if (!session) {
+    if (evicted) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(HandshakeLimiter::Clock::now() - started);
+      session = base::fail(base::Errc::kLimitExceeded,
+                           "TLS handshake evicted after " + std::to_string(ms.count()) +
+                               " ms: the listener was full and it was the oldest in progress");
+    }
     count_setup_failure(session.error(), peer, id);
     co_return;
   }

@@ -60,6 +60,9 @@ struct ProxyOptions {
   /// connection over a bound is closed at once (issue 11 defect 9). ≈ 49 KiB each while stalled.
   std::size_t max_handshakes_per_listener = 128;
   std::size_t max_handshakes_per_source = 16;
+  /// On a full listener, the oldest handshake in progress for at least this long is aborted to let
+  /// a new one in (counted as reason "evicted"): stalling sources cannot lock the listener.
+  std::chrono::steady_clock::duration handshake_evict_after = std::chrono::seconds(1);
   h2::Settings h2;
   hbone::ClientPool::Options pool;
   /// Stream-reset budgets per peer identity, shared by every pod's inbound HBONE listener.

@@ -72,7 +72,8 @@ PodContext::PodContext(asio::io_context& io_context, std::shared_ptr<const PodIn
       pod(std::move(pod_info)),
       inputs(in),
       pool(io.get_executor(), pod->netns, in.certs, in.sockets, in.tasks, pool_options(in)),
-      handshakes(in.options.max_handshakes_per_listener, in.options.max_handshakes_per_source),
+      handshakes(in.options.max_handshakes_per_listener, in.options.max_handshakes_per_source,
+                 in.options.handshake_evict_after),
       rng_(std::random_device{}()) {}
 
 TraceId PodContext::next_trace_id() {

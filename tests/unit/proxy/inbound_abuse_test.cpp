@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tls/context.hpp"
@@ -103,6 +104,7 @@ TEST_F(InboundAbuseTest, StalledHandshakesAreBoundedPerSourceAndListenerAndEndAt
   proxy_.options().handshake_timeout = 2s;
   proxy_.options().max_handshakes_per_source = 4;
   proxy_.options().max_handshakes_per_listener = 8;
+  proxy_.options().handshake_evict_after = 1h;  // bounds and the deadline only (eviction: below)
   start_pods();
   std::vector<base::UniqueFd> held;
   for (int i = 0; i < 10; ++i) held.push_back(stalled(proxy_.sockets(), proxy_.ip(kAttacker), hbone()));
@@ -124,6 +126,33 @@ TEST_F(InboundAbuseTest, StalledHandshakesAreBoundedPerSourceAndListenerAndEndAt
   ASSERT_TRUE(eventually([&] { return failures("timeout") == 8; }, 10s)) << proxy_.metrics();
   EXPECT_GE(Clock::now() - filled, 1500ms) << "held handshakes ended before the deadline";
   EXPECT_TRUE(legit_tunnel_works("after the flood"));
+}
+
+// Two source IPs stalling handshakes fill the listener (4 + 4 of 8 slots) and would hold it until
+// the 10 s deadline; once the oldest has stalled for 300 ms, a legitimate peer takes its slot.
+TEST_F(InboundAbuseTest, AFewSourcesStallingHandshakesCannotLockALegitimatePeerOut) {
+  proxy_.options().handshake_timeout = 10s;
+  proxy_.options().max_handshakes_per_source = 4;
+  proxy_.options().max_handshakes_per_listener = 8;
+  proxy_.options().handshake_evict_after = 300ms;
+  start_pods();
+  std::vector<base::UniqueFd> held;
+  const auto attack = Clock::now();
+  for (std::uint8_t host : {10, 11}) {
+    for (int i = 0; i < 4; ++i) held.push_back(stalled(proxy_.sockets(), proxy_.ip(host), hbone()));
+  }
+  // Eviction is by age: nothing but time says the stalled handshakes are old enough.
+  std::this_thread::sleep_until(attack + 400ms);
+  const auto legit = Clock::now();
+  EXPECT_TRUE(legit_tunnel_works());
+  EXPECT_LT(Clock::now() - legit, 2s);
+  EXPECT_TRUE(eventually([&] { return failures("evicted") == 1; })) << proxy_.metrics();
+  EXPECT_EQ(failures("listener_limit"), 0) << proxy_.metrics();
+  // The evicted one is the oldest (the first connection); the seven others are still held.
+  EXPECT_TRUE(closed_within(held.front().get(), 1s));
+  int still_held = 0;
+  for (std::size_t i = 1; i < held.size(); ++i) still_held += closed_within(held[i].get(), 50ms) ? 0 : 1;
+  EXPECT_EQ(still_held, 7);
 }
 
 TEST_F(InboundAbuseTest, ClientCertificatesThatAreNotSvidsOfOurTrustDomainAreRefusedAndCounted) {

@@ -45,6 +45,7 @@ class Stream final : public net::ByteStream, public StreamCore {
   /// Sends RST_STREAM(CONNECT_ERROR) unless already closed; wakes pending reads and writes.
   void reset() override;
   asio::awaitable<void> wait_readable() override;
+  [[nodiscard]] bool readable_now() override { return !recv_.empty() || reset_ || recv_eof_ || closed_; }
 
 
   /// Client: waits for the response HEADERS; returns :status. Errc::kReset/kClosed if the stream

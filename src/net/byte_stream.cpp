@@ -61,6 +61,13 @@ asio::awaitable<void> TcpStream::wait_readable() {
   co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, kNoThrow);
 }
 
+bool TcpStream::readable_now() {
+  if (!socket_.is_open()) return true;
+  char byte;
+  ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 void TcpStream::reset() {
   std::error_code ec;
   if (!socket_.is_open()) return;

@@ -30,6 +30,9 @@ class ByteStream {
   /// Lets a reader allocate its buffer only when there is something to read: an idle connection
   /// then holds no read buffer. The default completes at once (always correct, saves nothing).
   virtual asio::awaitable<void> wait_readable();
+  /// Whether `read_some` would complete without waiting, now. Lets a reader give its buffer back
+  /// while the stream has nothing for it. The default says true (always correct, saves nothing).
+  [[nodiscard]] virtual bool readable_now() { return true; }
 };
 
 /// ByteStream over a connected TCP socket. `reset()` closes with SO_LINGER 0 so the peer sees RST.
@@ -42,6 +45,8 @@ class TcpStream final : public ByteStream {
   asio::awaitable<base::Result<void>> shutdown_write() override;
   void reset() override;
   asio::awaitable<void> wait_readable() override;
+  /// One MSG_PEEK recv: bytes, EOF or an error pending.
+  [[nodiscard]] bool readable_now() override;
 
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
 

@@ -6,7 +6,6 @@
 
 #include <exception>
 #include <memory>
-#include <vector>
 
 namespace meshnode::proxy {
 namespace {
@@ -22,15 +21,33 @@ struct Direction {
   std::optional<base::Error> error;
 };
 
+// The read size for a direction that has moved `bytes` so far (ztunnel's schedule).
+std::size_t read_size(std::uint64_t bytes) {
+  return bytes >= kLargeAfter ? kLarge : bytes >= kMediumAfter ? kMedium : kSmall;
+}
+
 asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, telemetry::Counter* counter) {
   Direction d;
-  // No buffer until the first byte: most idle connections never need one.
+  // No buffer before the first byte, and no 16 or 256 KiB buffer while the source has nothing to
+  // read: idle and stalled connections then hold at most 1 KiB per direction, whatever they moved
+  // before (a peer that stalls after 10 MiB pinned 256 KiB). Only after a short read (the source
+  // was drained) is readiness checked, and only for the big sizes, so a small request/response
+  // exchange costs no extra call. Freed after its write completed, so nothing in it is needed any
+  // more; never zeroed, since each read overwrites it.
+  std::unique_ptr<std::byte[]> buf;
+  std::size_t size = 0;
+  bool drained = false;
   co_await from.wait_readable();
-  std::vector<std::byte> buf(kSmall);
   for (;;) {
-    if (buf.size() == kSmall && d.bytes >= kMediumAfter) buf.resize(kMedium);
-    if (buf.size() == kMedium && d.bytes >= kLargeAfter) buf.resize(kLarge);
-    auto n = co_await from.read_some(buf);
+    if (drained && size > kSmall && !from.readable_now()) {
+      buf.reset();
+      co_await from.wait_readable();
+    }
+    if (!buf || size != read_size(d.bytes)) {
+      size = read_size(d.bytes);
+      buf = std::make_unique_for_overwrite<std::byte[]>(size);
+    }
+    auto n = co_await from.read_some(std::span(buf.get(), size));
     if (!n) {
       d.error = n.error();
       break;
@@ -40,7 +57,7 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
       if (!shut) d.error = shut.error();
       co_return d;
     }
-    const auto filled = std::span(buf).first(*n);
+    const auto filled = std::span<const std::byte>(buf.get(), *n);
     auto written = co_await to.write_all(filled);
     if (!written) {
       d.error = written.error();
@@ -48,6 +65,7 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
     }
     d.bytes += *n;
     if (counter != nullptr) counter->inc(*n);
+    drained = *n < size;  // a short read took all there was: the next one would wait
   }
   // One side failed: the connection is over in both directions; propagate as resets.
   from.reset();

@@ -21,8 +21,10 @@ struct Transferred {
 /// Copies both directions concurrently until each has seen EOF; EOF on one side half-closes the
 /// other (shutdown_write), so half-closed protocols work. A reset or error on either side resets
 /// both sides (RST ↔ RST_STREAM) and ends both directions. Read buffers grow with the traffic of
-/// their direction: none until the first byte, 1 KiB, then 16 KiB after 128 KiB, then 256 KiB
-/// after 10 MiB (ztunnel's schedule), so idle connections stay small. `to_upstream`/`to_downstream` (may be null) are
+/// their direction: 1 KiB, then 16 KiB after 128 KiB, then 256 KiB after 10 MiB (ztunnel's
+/// schedule). A direction holds no buffer before its first byte, and gives a 16 or 256 KiB one
+/// back whenever a read drained its source and nothing more is readable, so idle and stalled
+/// connections stay small (≤ 1 KiB per direction). `to_upstream`/`to_downstream` (may be null) are
 /// incremented live. Runs on the streams' thread.
 asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
                                                 telemetry::Counter* to_upstream, telemetry::Counter* to_downstream);

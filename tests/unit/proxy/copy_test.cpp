@@ -1,0 +1,148 @@
+// copy_bidirectional over loopback TCP: bytes intact both ways with half-close, and a direction
+// waiting for data holds no read buffer — before its first byte and after a read that drained its
+// source. Before that, a peer that stalled after 10 MiB pinned the 256 KiB buffer for as long as
+// the connection lived (issue 11).
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "proxy/copy.hpp"
+#include "unit/support/eventually.hpp"
+
+namespace meshnode::proxy {
+namespace {
+
+using namespace std::chrono_literals;
+using testing_support::eventually;
+
+// A connected loopback TCP pair of blocking fds: {client, server}.
+std::pair<int, int> tcp_pair() {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  EXPECT_EQ(::listen(listener, 1), 0);
+  EXPECT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(listener);
+  return {client, server};
+}
+
+bool write_all(int fd, const std::string& data) {
+  for (std::size_t at = 0; at < data.size();) {
+    ssize_t n = ::send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    at += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Reads exactly `n` bytes (fewer on EOF or error).
+std::string read_n(int fd, std::size_t n) {
+  std::string out;
+  char buf[65536];
+  while (out.size() < n) {
+    ssize_t got = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), 0);
+    if (got <= 0) break;
+    out.append(buf, static_cast<std::size_t>(got));
+  }
+  return out;
+}
+
+// Heap bytes in use (glibc: arena chunks + mmapped chunks; test executables use glibc malloc).
+std::size_t heap_in_use() {
+  struct mallinfo2 m = ::mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed) >> 3);
+  return s;
+}
+
+// client A —[downstream]— copy_bidirectional —[upstream]— server B, on one io thread.
+class CopyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto [a_client, a_server] = tcp_pair();
+    auto [b_client, b_server] = tcp_pair();
+    a_ = a_client;
+    b_ = b_server;
+    downstream_.emplace(asio::ip::tcp::socket(io_, asio::ip::tcp::v4(), a_server));
+    upstream_.emplace(asio::ip::tcp::socket(io_, asio::ip::tcp::v4(), b_client));
+    asio::co_spawn(io_, copy_bidirectional(*downstream_, *upstream_, nullptr, nullptr),
+                   [this](std::exception_ptr, Transferred t) { done_.set_value(t); });
+    io_thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    if (a_ >= 0) ::close(a_);
+    if (b_ >= 0) ::close(b_);
+    if (io_thread_.joinable()) io_thread_.join();
+  }
+
+  asio::io_context io_;
+  std::optional<net::TcpStream> downstream_, upstream_;
+  int a_ = -1, b_ = -1;
+  std::promise<Transferred> done_;
+  std::thread io_thread_;
+};
+
+TEST_F(CopyTest, BytesArriveIntactBothWaysAndHalfClosePropagates) {
+  const std::string up = pattern(3 << 20, 1), down = pattern(1 << 20, 2);
+  std::thread writer([&] {
+    EXPECT_TRUE(write_all(a_, up));
+    ::shutdown(a_, SHUT_WR);  // FIN from the client: the server must see EOF, and still answer
+  });
+  EXPECT_EQ(read_n(b_, up.size() + 1), up) << "server side";
+  writer.join();
+  EXPECT_TRUE(write_all(b_, down));
+  ::shutdown(b_, SHUT_WR);
+  EXPECT_EQ(read_n(a_, down.size() + 1), down) << "client side";
+  auto result = done_.get_future();
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  Transferred t = result.get();
+  EXPECT_EQ(t.downstream_to_upstream, up.size());
+  EXPECT_EQ(t.upstream_to_downstream, down.size());
+  EXPECT_FALSE(t.error) << t.error->context;
+}
+
+TEST_F(CopyTest, ADirectionThatStallsAfterTenMiBHoldsNoBuffer) {
+  const std::string up = pattern(12 << 20, 3), more = pattern(1 << 20, 4);
+  // Both directions are waiting: neither holds a buffer yet.
+  const std::size_t idle = heap_in_use();
+  // 12 MiB client → server grows that direction's buffer to 256 KiB (past 10 MiB)...
+  std::thread writer([&] { EXPECT_TRUE(write_all(a_, up)); });
+  EXPECT_EQ(read_n(b_, up.size()), up);
+  writer.join();
+  // ...then the client stalls, keeping the connection open: the buffer must go.
+  EXPECT_TRUE(eventually([&] { return heap_in_use() < idle + 32 * 1024; }, 3s))
+      << "in use while stalled: " << heap_in_use() - idle << " bytes more than idle";
+  // Traffic resumes, at the large read size again, and still arrives intact.
+  std::thread again([&] { EXPECT_TRUE(write_all(a_, more)); });
+  EXPECT_EQ(read_n(b_, more.size()), more);
+  again.join();
+  ::shutdown(a_, SHUT_WR);
+  ::shutdown(b_, SHUT_WR);
+  auto result = done_.get_future();
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(result.get().downstream_to_upstream, up.size() + more.size());
+}
+
+}  // namespace
+}  // namespace meshnode::proxy

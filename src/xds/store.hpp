@@ -13,11 +13,7 @@
 #include "base/error.hpp"
 #include "config/local_config.hpp"
 #include "state/snapshot.hpp"
-#include "xds/response.hpp"
-
-namespace envoy::service::discovery::v3 {
-class DeltaDiscoveryResponse;
-}  // namespace envoy::service::discovery::v3
+#include "xds/response.hpp"  // also declares DeltaDiscoveryResponse
 
 namespace meshnode::xds {
 

@@ -4,6 +4,7 @@
 
 #include <google/protobuf/any.pb.h>
 
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,16 @@
 namespace meshnode::xds::test {
 
 namespace discovery = envoy::service::discovery::v3;
+
+/// Byte-level damage for the fast-path-versus-protobuf tests: `bytes` cut at a random length
+/// (`truncate`), or up to three random bytes overwritten.
+inline void damage(std::string& bytes, std::mt19937& rng, bool truncate) {
+  if (truncate) {
+    bytes.resize(rng() % (bytes.size() + 1));
+    return;
+  }
+  for (int k = 0; k < 3 && !bytes.empty(); ++k) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+}
 
 /// Raw 4 bytes of an IPv4 literal "a.b.c.d".
 inline std::string ip4(std::string_view text) {

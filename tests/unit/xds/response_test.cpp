@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "discovery.pb.h"
+#include "unit/xds/resources.hpp"
 #include "xds/convert.hpp"
 
 namespace meshnode::xds {
@@ -172,12 +173,11 @@ TEST(DecodedResponse, EqualsTheProtobufPathOnMutatedBytes) {
   Checked counts;
   for (int i = 0; i < 6000; ++i) {
     std::string bytes = generated(rng).SerializeAsString();
-    switch (rng() % 5) {
+    const auto kind = rng() % 5;
+    switch (kind) {
       case 0:  // truncated
-        bytes.resize(rng() % (bytes.size() + 1));
-        break;
       case 1:  // a few bytes changed
-        for (int k = 0; k < 3 && !bytes.empty(); ++k) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+        test::damage(bytes, rng, kind == 0);
         break;
       case 2:  // two responses back to back: protobuf merges them (last string wins, lists append)
         bytes += generated(rng).SerializeAsString();

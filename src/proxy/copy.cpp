@@ -30,21 +30,21 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
   Direction d;
   // No buffer before the first byte, and no 16 or 256 KiB buffer while the source has nothing to
   // read: idle and stalled connections then hold at most 1 KiB per direction, whatever they moved
-  // before (a peer that stalls after 10 MiB pinned 256 KiB). Only after a short read (the source
-  // was drained) is readiness checked, and only for the big sizes, so a small request/response
-  // exchange costs no extra call. Freed after its write completed, so nothing in it is needed any
-  // more; never zeroed, since each read overwrites it.
+  // before (a peer that stalls after 10 MiB pinned 256 KiB). Readiness is checked before each
+  // read at the big sizes only (a peek on TCP, nothing on HTTP/2), so a small request/response
+  // exchange costs no extra call. The buffer is freed after its write completed, so nothing in it
+  // is needed any more; never zeroed, since each read overwrites it.
   std::unique_ptr<std::byte[]> buf;
   std::size_t size = 0;
-  bool drained = false;
   co_await from.wait_readable();
-  for (;;) {
-    if (drained && size > kSmall && !from.readable_now()) {
+  for (bool first = true;; first = false) {
+    const std::size_t want = read_size(d.bytes);
+    if (!first && want > kSmall && !from.readable_now()) {
       buf.reset();
       co_await from.wait_readable();
     }
-    if (!buf || size != read_size(d.bytes)) {
-      size = read_size(d.bytes);
+    if (!buf || size != want) {
+      size = want;
       buf = std::make_unique_for_overwrite<std::byte[]>(size);
     }
     auto n = co_await from.read_some(std::span(buf.get(), size));
@@ -65,7 +65,6 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
     }
     d.bytes += *n;
     if (counter != nullptr) counter->inc(*n);
-    drained = *n < size;  // a short read took all there was: the next one would wait
   }
   // One side failed: the connection is over in both directions; propagate as resets.
   from.reset();

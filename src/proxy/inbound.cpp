@@ -3,8 +3,10 @@
 #include "proxy/inbound.hpp"
 
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
+#include "base/unique_fd.hpp"
 #include "hbone/headers.hpp"
 #include "hbone/identity.hpp"
 #include "net/socket.hpp"
@@ -35,11 +37,17 @@ std::string_view handshake_failure_reason(const base::Error& error) {
 asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, std::shared_ptr<const void> owner) {
   auto peer = net::peer_addr(socket.native_handle());
   // Before any TLS state exists: a flood of stalled handshakes costs a socket each, not ~49 KiB.
-  // Eviction shuts the socket down (the fd stays open, owned by the handshake until the permit
-  // goes), so the pending handshake read ends at once.
+  // Eviction shuts the socket down, so the pending handshake read ends at once. Through a dup of
+  // the fd, held by the limiter's entry: the handshake may close its own fd (at its deadline)
+  // before the permit goes, and that number may already belong to another connection.
   const auto started = HandshakeLimiter::Clock::now();
+  auto dup = std::make_shared<base::UniqueFd>(::fcntl(socket.native_handle(), F_DUPFD_CLOEXEC, 0));
+  if (!*dup) {
+    count_setup_failure(base::Error{base::Errc::kIo, "dup of the inbound HBONE socket failed"}, peer, id);
+    co_return;
+  }
   auto acquired = pod_.handshakes.try_acquire(
-      peer ? peer->ip : base::IpAddr{}, [fd = socket.native_handle()] { ::shutdown(fd, SHUT_RDWR); }, started);
+      peer ? peer->ip : base::IpAddr{}, [dup] { ::shutdown(dup->get(), SHUT_RDWR); }, started);
   if (!acquired) {
     count_setup_failure(acquired.error(), peer, id);
     co_return;  // the socket closes here
@@ -65,13 +73,15 @@ asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, s
                                               pod_.inputs.options.reset_budgets);
   const bool evicted = permit->evicted();
   permit.reset();  // the handshake is over, whatever its outcome
+  if (evicted) {
+    // Evicted late (after TLS, e.g. while an over-budget peer waited): its socket is shut down,
+    // so a session built on it is dead; end it here with the eviction as its one outcome.
+    if (session) (*session)->drain();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(HandshakeLimiter::Clock::now() - started);
+    session = base::fail(base::Errc::kLimitExceeded, "TLS handshake evicted after " + std::to_string(ms.count()) +
+                                                         " ms: the listener was full and it was the oldest in progress");
+  }
   if (!session) {
-    if (evicted) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(HandshakeLimiter::Clock::now() - started);
-      session = base::fail(base::Errc::kLimitExceeded,
-                           "TLS handshake evicted after " + std::to_string(ms.count()) +
-                               " ms: the listener was full and it was the oldest in progress");
-    }
     count_setup_failure(session.error(), peer, id);
     co_return;
   }

@@ -249,15 +249,8 @@ void XdsClient::Impl::read(const std::shared_ptr<Stream>& s) {
 void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
   if (stopping) return;
   if (!ok) return finish(s);
-  if (!s->got_response) {
-    s->got_response = true;
-    backoff = options.initial_backoff;
-    std::lock_guard lock(status_mu);
-    status.connected = true;
-    spdlog::info("xds: connected to {}", options.endpoint.address);
-  }
-  // gRPC hands a message over as a chain of slices (about one per HTTP/2 DATA frame, already
-  // decompressed by Dump); the response is read across them, not joined first.
+  // gRPC hands a message over as a chain of slices (about one per HTTP/2 DATA frame, decompressed
+  // already); the response is read across them, not joined first.
   std::vector<grpc::Slice> slices;
   if (!s->incoming.Dump(&slices).ok()) slices.clear();  // an empty message: the empty response
   s->incoming.Clear();                                  // the slices hold their own references
@@ -276,6 +269,14 @@ void XdsClient::Impl::on_read(const std::shared_ptr<Stream>& s, bool ok) {
                   s->decode_error);
     s->context.TryCancel();
     return finish(s);
+  }
+  // Connected once a response decodes: a server that only sends garbage keeps the backoff growing.
+  if (!s->got_response) {
+    s->got_response = true;
+    backoff = options.initial_backoff;
+    std::lock_guard lock(status_mu);
+    status.connected = true;
+    spdlog::info("xds: connected to {}", options.endpoint.address);
   }
   handle(s, decoded->view(), bytes);
   read(s);

@@ -1,6 +1,6 @@
 // copy_bidirectional over loopback TCP: bytes intact both ways with half-close, and a direction
-// waiting for data holds no read buffer — before its first byte and after a read that drained its
-// source. Before that, a peer that stalled after 10 MiB pinned the 256 KiB buffer for as long as
+// waiting for data holds no big read buffer — before its first byte, after a read that drained its
+// source, and right after its buffer grew. Before that, a peer that stalled after 10 MiB pinned the 256 KiB buffer for as long as
 // the connection lived (issue 11).
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -120,6 +120,23 @@ TEST_F(CopyTest, BytesArriveIntactBothWaysAndHalfClosePropagates) {
   EXPECT_EQ(t.downstream_to_upstream, up.size());
   EXPECT_EQ(t.upstream_to_downstream, down.size());
   EXPECT_FALSE(t.error) << t.error->context;
+}
+
+// The buffer grows when a read fills the last one: a client that uploads exactly 128 KiB (the
+// 16 KiB step) and then idles must not be left waiting with the grown buffer.
+TEST_F(CopyTest, ADirectionIdleRightAfterItsBufferGrewHoldsNoBigBuffer) {
+  const std::string up = pattern(128 << 10, 5);
+  const std::size_t idle = heap_in_use();
+  std::thread writer([&] { EXPECT_TRUE(write_all(a_, up)); });
+  EXPECT_EQ(read_n(b_, up.size()), up);
+  writer.join();
+  EXPECT_TRUE(eventually([&] { return heap_in_use() < idle + 8 * 1024; }, 3s))
+      << "in use while idle: " << heap_in_use() - idle << " bytes more than idle";
+  ::shutdown(a_, SHUT_WR);
+  ::shutdown(b_, SHUT_WR);
+  auto result = done_.get_future();
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(result.get().downstream_to_upstream, up.size());
 }
 
 TEST_F(CopyTest, ADirectionThatStallsAfterTenMiBHoldsNoBuffer) {

@@ -65,6 +65,12 @@ std::string read_n(int fd, std::size_t n) {
 }
 
 // Heap bytes in use (glibc: arena chunks + mmapped chunks; test executables use glibc malloc).
+// Under ASan, which replaces malloc, the memory tests skip: they run in the release preset.
+#ifdef __SANITIZE_ADDRESS__
+#define SKIP_WITHOUT_GLIBC_HEAP() GTEST_SKIP() << "heap figures come from glibc malloc; ASan replaces it"
+#else
+#define SKIP_WITHOUT_GLIBC_HEAP() (void)0
+#endif
 std::size_t heap_in_use() {
   struct mallinfo2 m = ::mallinfo2();
   return m.uordblks + m.hblkhd;
@@ -125,21 +131,29 @@ TEST_F(CopyTest, BytesArriveIntactBothWaysAndHalfClosePropagates) {
 // The buffer grows when a read fills the last one: a client that uploads exactly 128 KiB (the
 // 16 KiB step) and then idles must not be left waiting with the grown buffer.
 TEST_F(CopyTest, ADirectionIdleRightAfterItsBufferGrewHoldsNoBigBuffer) {
-  const std::string up = pattern(128 << 10, 5);
+  SKIP_WITHOUT_GLIBC_HEAP();
+  const std::string first = pattern(64 << 10, 5), second = pattern(64 << 10, 6);
+  // The baseline is taken after traffic, idle at the 1 KiB size: the allocator's and Asio's caches
+  // of per-operation memory are then warm, so what follows compares like with like.
+  std::thread warm([&] { EXPECT_TRUE(write_all(a_, first)); });
+  EXPECT_EQ(read_n(b_, first.size()), first);
+  warm.join();
   const std::size_t idle = heap_in_use();
-  std::thread writer([&] { EXPECT_TRUE(write_all(a_, up)); });
-  EXPECT_EQ(read_n(b_, up.size()), up);
+  std::thread writer([&] { EXPECT_TRUE(write_all(a_, second)); });
+  EXPECT_EQ(read_n(b_, second.size()), second);
   writer.join();
+  // 128 KiB in all: the last read grew the buffer to 16,320 bytes, and then the client idles.
   EXPECT_TRUE(eventually([&] { return heap_in_use() < idle + 8 * 1024; }, 3s))
       << "in use while idle: " << heap_in_use() - idle << " bytes more than idle";
   ::shutdown(a_, SHUT_WR);
   ::shutdown(b_, SHUT_WR);
   auto result = done_.get_future();
   ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(result.get().downstream_to_upstream, up.size());
+  EXPECT_EQ(result.get().downstream_to_upstream, first.size() + second.size());
 }
 
 TEST_F(CopyTest, ADirectionThatStallsAfterTenMiBHoldsNoBuffer) {
+  SKIP_WITHOUT_GLIBC_HEAP();
   const std::string up = pattern(12 << 20, 3), more = pattern(1 << 20, 4);
   // Both directions are waiting: neither holds a buffer yet.
   const std::size_t idle = heap_in_use();

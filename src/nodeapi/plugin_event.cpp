@@ -168,6 +168,9 @@ std::optional<std::string> decode_base64(std::string_view text) {
       }
       if (pad > 0 || (v[k] = value(c)) < 0) return std::nullopt;
     }
+    // Bits a padded group drops must be zero (RFC 4648 §3.5): otherwise two texts decode to the
+    // same bytes, and a Mask is no longer a single canonical spelling.
+    if ((pad == 2 && (v[1] & 0x0f) != 0) || (pad == 1 && (v[2] & 0x03) != 0)) return std::nullopt;
     const unsigned triple = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
     out += static_cast<char>(triple >> 16);
     if (pad < 2) out += static_cast<char>((triple >> 8) & 0xff);

@@ -64,7 +64,8 @@ struct PluginEvent {
 /// Standard base64 (RFC 4648 §4, with padding). Pure.
 [[nodiscard]] std::string encode_base64(std::string_view bytes);
 
-/// Decodes standard base64 (with '=' padding); nullopt on any other character or bad length. Pure.
+/// Decodes standard base64 (with '=' padding); nullopt on any other character, a bad length, or
+/// non-zero bits under the padding (non-canonical, RFC 4648 §3.5). Pure.
 [[nodiscard]] std::optional<std::string> decode_base64(std::string_view text);
 
 }  // namespace meshnode::nodeapi

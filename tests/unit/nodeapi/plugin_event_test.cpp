@@ -101,6 +101,11 @@ TEST(PluginEvent, Base64Decode) {
   EXPECT_FALSE(decode_base64("Y=Jj"));
   EXPECT_FALSE(decode_base64("YW=j"));
   EXPECT_FALSE(decode_base64("YW\nj"));
+  // Non-zero bits under the padding (RFC 4648 §3.5): "YWJ=" would also decode to "ab" (fuzz smoke
+  // input "Netnsp==" decoded but re-encoded as "Netnsg==").
+  EXPECT_FALSE(decode_base64("YWJ="));
+  EXPECT_FALSE(decode_base64("Netnsp=="));
+  EXPECT_EQ(decode_base64("Netnsg=="), std::string("\x35\xeb\x67\xb2", 4));
 }
 
 TEST(PluginEvent, Base64Encode) {

@@ -41,6 +41,12 @@ HttpResponse memory_report() {
   out["metadata_bytes"] = s.metadata;
   out["resident_bytes"] = s.resident;
   out["retained_bytes"] = s.retained;
+  // Per small size class: where fragmentation after a peak sits (empty on glibc).
+  nlohmann::json bins = nlohmann::json::array();
+  for (const auto& b : base::allocator_bins()) {
+    bins.push_back({{"size", b.size}, {"used_bytes", b.used_bytes}, {"slab_bytes", b.slab_bytes}, {"slabs", b.slabs}});
+  }
+  out["bins"] = std::move(bins);
   return HttpResponse{.content_type = "application/json", .body = out.dump(2) + "\n"};
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 // jemalloc's control entry point. Weak: it resolves to jemalloc's when the executable links
 // jemalloc, and stays null on glibc.
@@ -50,6 +51,30 @@ AllocatorStats allocator_stats() {
           .metadata = read_size("stats.metadata"),
           .resident = read_size("stats.resident"),
           .retained = read_size("stats.retained")};
+}
+
+std::vector<AllocatorBin> allocator_bins() {
+  std::vector<AllocatorBin> out;
+  if (!on_jemalloc()) return out;
+  std::uint64_t epoch = 1;
+  std::size_t len = sizeof epoch;
+  mallctl("epoch", &epoch, &len, &epoch, len);
+  unsigned nbins = 0;
+  len = sizeof nbins;
+  if (mallctl("arenas.nbins", &nbins, &len, nullptr, 0) != 0) return out;
+  for (unsigned j = 0; j < nbins; ++j) {
+    auto name = [j](const char* prefix, const char* field) {
+      return std::string(prefix) + std::to_string(j) + "." + field;
+    };
+    // MALLCTL_ARENAS_ALL (4096 in jemalloc 5): the arenas merged.
+    const std::size_t slabs = read_size(name("stats.arenas.4096.bins.", "curslabs").c_str());
+    if (slabs == 0) continue;
+    const std::size_t size = read_size(name("arenas.bin.", "size").c_str());
+    const std::size_t slab_size = read_size(name("arenas.bin.", "slab_size").c_str());
+    const std::size_t regs = read_size(name("stats.arenas.4096.bins.", "curregs").c_str());
+    out.push_back({.size = size, .used_bytes = regs * size, .slab_bytes = slabs * slab_size, .slabs = slabs});
+  }
+  return out;
 }
 
 Result<void> dump_heap_profile() {

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <string_view>
+#include <vector>
 
 #include "base/error.hpp"
 
@@ -32,6 +33,18 @@ struct AllocatorStats {
   std::size_t retained = 0;   ///< virtual memory kept mapped but returned to the kernel (not RSS)
 };
 [[nodiscard]] AllocatorStats allocator_stats();
+
+/// One small size class of jemalloc, all arenas merged (`arenas.bin.<j>.*` and
+/// `stats.arenas.<all>.bins.<j>.*`). What a peak leaves behind shows here: slabs that a few
+/// long-lived objects keep from being returned (slab_bytes much larger than used_bytes).
+struct AllocatorBin {
+  std::size_t size = 0;        ///< bytes per object of this class
+  std::size_t used_bytes = 0;  ///< live objects × size
+  std::size_t slab_bytes = 0;  ///< slabs held × slab size (pages active for this class)
+  std::size_t slabs = 0;       ///< slabs held
+};
+/// The classes with at least one slab, smallest first; empty on glibc.
+[[nodiscard]] std::vector<AllocatorBin> allocator_bins();
 
 /// Writes a jemalloc heap profile (live allocations by call stack, for `jeprof`) to the file that
 /// the `prof_prefix` option names (default `jeprof.<pid>.<n>.m<n>.heap` in the working

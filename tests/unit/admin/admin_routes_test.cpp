@@ -58,6 +58,8 @@ TEST_F(AdminRoutesTest, MemoryReportsRssAndTheAllocator) {
   EXPECT_GT(j.at("rss_anon_bytes").get<std::uint64_t>(), 0u);
   EXPECT_GT(j.at("rss_file_bytes").get<std::uint64_t>(), 0u);
   EXPECT_EQ(j.at("allocated_bytes"), 0);
+  EXPECT_TRUE(j.at("bins").is_array());
+  EXPECT_TRUE(j.at("bins").empty());
   // A heap profile needs jemalloc with profiling on: refused with the reason, never a 200.
   r = get("GET", "/debug/heap_profile");
   EXPECT_EQ(r.status, 405);

@@ -22,6 +22,13 @@ std::size_t read_size(const char* name) {
   return mallctl(name, &value, &len, nullptr, 0) == 0 ? value : 0;
 }
 
+// jemalloc's stats.* are a cached view, refreshed by writing the epoch.
+void refresh_stats() {
+  std::uint64_t epoch = 1;
+  std::size_t len = sizeof epoch;
+  mallctl("epoch", &epoch, &len, &epoch, len);
+}
+
 }  // namespace
 
 std::string_view allocator_name() { return on_jemalloc() ? "jemalloc" : "glibc"; }
@@ -42,10 +49,7 @@ void release_free_memory() {
 
 AllocatorStats allocator_stats() {
   if (!on_jemalloc()) return {};
-  // jemalloc's totals are a cached view, refreshed by writing the epoch.
-  std::uint64_t epoch = 1;
-  std::size_t len = sizeof epoch;
-  mallctl("epoch", &epoch, &len, &epoch, len);
+  refresh_stats();
   return {.allocated = read_size("stats.allocated"),
           .active = read_size("stats.active"),
           .metadata = read_size("stats.metadata"),
@@ -56,11 +60,9 @@ AllocatorStats allocator_stats() {
 std::vector<AllocatorBin> allocator_bins() {
   std::vector<AllocatorBin> out;
   if (!on_jemalloc()) return out;
-  std::uint64_t epoch = 1;
-  std::size_t len = sizeof epoch;
-  mallctl("epoch", &epoch, &len, &epoch, len);
+  refresh_stats();
   unsigned nbins = 0;
-  len = sizeof nbins;
+  std::size_t len = sizeof nbins;
   if (mallctl("arenas.nbins", &nbins, &len, nullptr, 0) != 0) return out;
   for (unsigned j = 0; j < nbins; ++j) {
     auto name = [j](const char* prefix, const char* field) {

@@ -160,7 +160,12 @@ for ((round = 1; round <= SOAK_ROUNDS; round++)); do
   log "client: $RESULT"
   log "peak: $PEAK"
   lost=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['lost'])" "$RESULT" 2>/dev/null || echo unknown)
-  [[ $lost == 0 ]] || break
+  if [[ $lost != 0 ]]; then # no settling: report the proxies as they are and fail below
+    AFTER=$(snapshot) SETTLE_TIME=0
+    ROUND_AFTER+=("$AFTER")
+    log "round $round lost $lost connections: stopping"
+    break
+  fi
   log "waiting up to $SOAK_SETTLE s for the pools' idle release"
   for ((t = 0; t < SOAK_SETTLE; t += 5)); do settled && break; sleep 5; done
   AFTER=$(snapshot)

@@ -32,7 +32,9 @@ set(MESHNODE_LAYERS
   "mesh_grpc:"
   "xds:base,state,config,rpc,mesh_grpc"
   "ca:base,net,tls,state,rpc,mesh_grpc"
-  "kube:base")
+  "kube:base"
+  # Asio's separately compiled source (cmake/deps.cmake): third-party code, links nothing of ours.
+  "asio_impl:")
 
 set(MESHNODE_ASIO_FREE cni_core)
 

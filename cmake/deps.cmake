@@ -14,11 +14,16 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 
 # Standalone Asio ships no CMake config: an interface target with the settings we rely on.
+# ASIO_SEPARATE_COMPILATION: Asio's non-template code is compiled once (meshnode_asio_impl,
+# src/net/asio_impl.cpp, which also gives the reactor's per-socket records a heap of their own)
+# instead of inline in every translation unit that includes Asio.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(meshnode_asio_impl STATIC ${PROJECT_SOURCE_DIR}/src/net/asio_impl.cpp)
+target_include_directories(meshnode_asio_impl SYSTEM PUBLIC ${ASIO_INCLUDE_DIR})
+target_compile_definitions(meshnode_asio_impl PUBLIC ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_SEPARATE_COMPILATION)
+target_link_libraries(meshnode_asio_impl PUBLIC Threads::Threads)
 add_library(meshnode_asio INTERFACE)
-target_include_directories(meshnode_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
-target_compile_definitions(meshnode_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
-target_link_libraries(meshnode_asio INTERFACE Threads::Threads)
+target_link_libraries(meshnode_asio INTERFACE meshnode_asio_impl)
 add_library(meshnode::asio ALIAS meshnode_asio)
 
 if(MESHNODE_BUILD_TESTS)

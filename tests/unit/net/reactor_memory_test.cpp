@@ -13,6 +13,7 @@
 namespace meshnode::net {
 namespace {
 
+#if defined(MESHNODE_EXPECT_JEMALLOC)
 using base::AllocatorBin;
 
 AllocatorBin bin_of(std::size_t size) {
@@ -21,6 +22,7 @@ AllocatorBin bin_of(std::size_t size) {
   }
   return AllocatorBin{.size = size};
 }
+#endif
 
 // A load peak opens sockets while the connections allocate short-lived objects of the records'
 // size class (192 B). Asio keeps every record after its socket closes; if the records shared

@@ -78,7 +78,8 @@ rss() { awk '$1 == "VmRSS:" {print $2}' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
 anon() { awk '$1 == "RssAnon:" {print $2}' "/proc/$1/status"; }
 # The allocator's own totals (admin /debug/memory): live bytes vs what the allocator keeps, and
-# slack=<class>B:<live KiB>/<slab KiB> for the three size classes with the most slab beyond live.
+# slack=<class>B:<live KiB>/<slab KiB> for the three size classes with the most slab beyond live,
+# reactor_records=<created>/<deleted>/<waiting> (Asio's per-socket records, net/reactor_records.hpp).
 heap() { # $1 = node netns, $2 = node ip
   ip netns exec "$1" curl -fsS "http://127.0.0.1:15000/debug/memory" 2>/dev/null |
     python3 -c '
@@ -88,7 +89,8 @@ d = json.load(sys.stdin)
 waste = sorted(d.get("bins", []), key=lambda b: b["used_bytes"] - b["slab_bytes"])[:3]
 print("allocated=%d active=%d metadata=%d resident=%d" % (d["allocated_bytes"] >> 10, d["active_bytes"] >> 10,
       d["metadata_bytes"] >> 10, d["resident_bytes"] >> 10),
-      "slack=" + ",".join("%dB:%d/%d" % (b["size"], b["used_bytes"] >> 10, b["slab_bytes"] >> 10) for b in waste))
+      "slack=" + ",".join("%dB:%d/%d" % (b["size"], b["used_bytes"] >> 10, b["slab_bytes"] >> 10) for b in waste),
+      "reactor_records=%(created)d/%(destroyed)d/%(retired)d" % d["reactor_records"])
 ' 2>/dev/null
 }
 field() { # $1 = a snapshot line, $2 = a key -> its value

@@ -22,6 +22,8 @@ add_library(meshnode_asio_impl STATIC ${PROJECT_SOURCE_DIR}/src/net/asio_impl.cp
 target_include_directories(meshnode_asio_impl SYSTEM PUBLIC ${ASIO_INCLUDE_DIR})
 target_compile_definitions(meshnode_asio_impl PUBLIC ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_SEPARATE_COMPILATION)
 target_link_libraries(meshnode_asio_impl PUBLIC Threads::Threads)
+# asio_impl.cpp implements net/reactor_records.hpp.
+target_include_directories(meshnode_asio_impl PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_library(meshnode_asio INTERFACE)
 target_link_libraries(meshnode_asio INTERFACE meshnode_asio_impl)
 add_library(meshnode::asio ALIAS meshnode_asio)

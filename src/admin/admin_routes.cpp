@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/memory.hpp"
+#include "net/reactor_records.hpp"
 
 namespace meshnode::admin {
 
@@ -47,6 +48,10 @@ HttpResponse memory_report() {
     bins.push_back({{"size", b.size}, {"used_bytes", b.used_bytes}, {"slab_bytes", b.slab_bytes}, {"slabs", b.slabs}});
   }
   out["bins"] = std::move(bins);
+  // Asio's per-socket records: kept for reuse after their sockets close, deleted by the workers
+  // every 30 s beyond a few (net/reactor_records.hpp).
+  const auto r = net::reactor_record_stats();
+  out["reactor_records"] = {{"created", r.created}, {"destroyed", r.destroyed}, {"retired", r.retired}};
   return HttpResponse{.content_type = "application/json", .body = out.dump(2) + "\n"};
 }
 

@@ -32,6 +32,7 @@
 #include "inpod/zds_client.hpp"
 #include "net/awaitable.hpp"
 #include "net/drain_scope.hpp"
+#include "net/reactor_records.hpp"
 #include "net/socket_factory.hpp"
 #include "rpc/endpoint.hpp"
 #include "tls/crl.hpp"
@@ -283,14 +284,17 @@ asio::awaitable<void> ProxyApp::trim_heap() {
   // Freed memory stays with the allocator (jemalloc's per-thread caches, glibc's per-thread
   // arenas): after a burst of connections the RSS would stay at the burst's peak although nothing
   // uses it. Every 30 s each worker hands its thread cache back, and the last one to do so returns
-  // the free pages of every arena to the kernel (one walk: well under a millisecond here).
+  // the free pages of every arena to the kernel (one walk: well under a millisecond here). Before
+  // that, each worker deletes the reactor records its closed sockets left (net/reactor_records.hpp);
+  // what they free is returned at the next round.
   while (!shutting_down_) {
     trim_tick_.expires_after(std::chrono::seconds(30));
     co_await trim_tick_.async_wait(net::kNoThrow);
     if (shutting_down_) break;
     auto pending = std::make_shared<std::atomic<std::size_t>>(workers_.size());
     for (auto& io : workers_) {
-      asio::post(*io, [pending] {
+      asio::post(*io, [pending, io = io.get()] {
+        net::release_idle_reactor_records(*io);
         base::flush_thread_cache();
         if (pending->fetch_sub(1) == 1) base::release_free_memory();
       });
@@ -317,6 +321,7 @@ void ProxyApp::start_workers() {
   for (auto& io : workers_) {
     threads_.emplace_back([io = io.get()] {
       auto guard = asio::make_work_guard(*io);
+      net::reclaim_reactor_records_on_this_thread(*io);  // this thread alone runs `io`
       io->run();
     });
   }

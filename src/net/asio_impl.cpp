@@ -10,6 +10,12 @@
 // resident: after the 10,000-connection soak (bench/soak.sh) 1.45 MB of records pinned 4 MB of
 // 192 B slabs (issue 11). In a jemalloc arena of their own they sit densely, and the general
 // heap's slabs empty out and go back to the system after the peak.
+//
+// Why records are also freed (net/reactor_records.hpp): dense or not, the records of a 10,000
+// socket peak are ~1.4 MB that Asio would keep for the process's life. On proxy workers, where one
+// thread runs one io_context, a record its socket freed is retired to a per-thread list instead of
+// Asio's free list, reused from there, and deleted once the scheduler's FIFO order proves that no
+// queued event can still name it.
 #include <asio/detail/config.hpp>
 
 #if !defined(ASIO_SEPARATE_COMPILATION)
@@ -29,9 +35,25 @@ template <>
 epoll_reactor::descriptor_state* object_pool_access::create<epoll_reactor::descriptor_state, bool>(bool locking);
 template <>
 void object_pool_access::destroy<epoll_reactor::descriptor_state>(epoll_reactor::descriptor_state* state);
+template <>
+template <>
+epoll_reactor::descriptor_state* object_pool<epoll_reactor::descriptor_state>::alloc<bool>(bool locking);
+template <>
+void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descriptor_state* state);
 }  // namespace asio::detail
 
 #include <asio/impl/src.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "net/reactor_records.hpp"
 
 // jemalloc's non-standard API (jemalloc(3)). Weak: resolved when the executable links jemalloc
 // (meshnode_use_allocator in cmake/meshnode.cmake), null on glibc, where the records come from
@@ -95,3 +117,180 @@ void object_pool_access::destroy<epoll_reactor::descriptor_state>(epoll_reactor:
 }
 
 }  // namespace asio::detail
+
+namespace {
+
+using asio::detail::epoll_reactor;
+using Record = epoll_reactor::descriptor_state;
+using RecordPool = asio::detail::object_pool<Record>;
+
+// A record names the reactor that registered it (descriptor_state::reactor_, private). An
+// explicit instantiation may name a private member (C++ [temp.spec.general]/6): this one hands a
+// pointer to that member to `reactor_member`, which is all the access we take.
+struct ReactorMember {
+  using type = epoll_reactor* Record::*;
+  friend type reactor_member(ReactorMember);
+};
+template <typename Tag, typename Tag::type Member>
+struct GrantMember {
+  friend typename Tag::type reactor_member(Tag) { return Member; }
+};
+template struct GrantMember<ReactorMember, &Record::reactor_>;
+
+std::atomic<std::size_t> records_created{0};
+std::atomic<std::size_t> records_destroyed{0};
+std::atomic<std::size_t> records_retired{0};
+
+// Records still retired when their thread exits: the io_context may outlive the thread with
+// events queued that name them, so they are kept, reachable, rather than deleted. The list is
+// never destroyed (exit-time leak checks run after static destructors).
+std::mutex graveyard_mu;
+std::vector<Record*>& graveyard() {
+  static auto* const records = std::make_unique<std::vector<Record*>>().release();
+  return *records;
+}
+
+/// The records one reclaiming thread's sockets freed, newest last.
+class RetiredRecords {
+ public:
+  ~RetiredRecords() {
+    std::lock_guard lock(graveyard_mu);
+    for (const Entry& e : entries_) graveyard().push_back(e.record);
+  }
+
+  /// Makes this thread reclaim the records of `io`'s reactor.
+  void reclaim_for(asio::io_context& io) {
+    reactor_ = &asio::use_service<epoll_reactor>(io);
+    scheduler_ = &asio::use_service<asio::detail::scheduler>(io);
+  }
+
+  /// Whether `scheduler` is the one this thread reclaims for, and this thread is running it.
+  [[nodiscard]] bool runs(const asio::detail::scheduler* scheduler) const {
+    return scheduler != nullptr && scheduler == scheduler_ && scheduler_->can_dispatch();
+  }
+
+  /// Whether `record`, freed now on this thread, may wait here: it belongs to the reactor this
+  /// thread reclaims for, and this thread is running that reactor's scheduler, so the scheduler's
+  /// FIFO order is this thread's.
+  [[nodiscard]] bool accepts(Record* record) const {
+    return reactor_ != nullptr && record->*reactor_member(ReactorMember{}) == reactor_ && runs(scheduler_);
+  }
+
+  void retire(Record* record, RecordPool* pool) {
+    entries_.push_back({record, pool, false});
+    records_retired.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// A retired record of `pool` for a new socket, or null.
+  Record* take(RecordPool* pool) {
+    for (auto it = entries_.rbegin(); it != entries_.rend() && it - entries_.rbegin() < 8; ++it) {
+      if (it->pool != pool) continue;
+      Record* record = it->record;
+      entries_.erase(std::next(it).base());
+      records_retired.fetch_sub(1, std::memory_order_relaxed);
+      return record;
+    }
+    return nullptr;
+  }
+
+  /// Step 1: the records retired so far become deletable at step 2. None is kept in reserve:
+  /// a kept record would stay wherever its socket's peak put it and pin its 12 KiB slab (the
+  /// soak's 256 kept records pinned 1.2 MB), while a new one costs one small allocation.
+  void seal() {
+    for (Entry& e : entries_) e.sealed = true;
+  }
+
+  /// Step 2: deletes what step 1 sealed and no socket took since.
+  void release_sealed() {
+    std::size_t kept = 0;
+    for (Entry& e : entries_) {
+      if (e.sealed) {
+        asio::detail::object_pool_access::destroy(e.record);
+        records_destroyed.fetch_add(1, std::memory_order_relaxed);
+        records_retired.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        entries_[kept++] = e;
+      }
+    }
+    entries_.resize(kept);
+    if (entries_.capacity() > 256 && entries_.size() < entries_.capacity() / 4) entries_.shrink_to_fit();
+  }
+
+ private:
+  struct Entry {
+    Record* record;
+    RecordPool* pool;  // the reactor's pool it came from: only that pool may reuse it
+    bool sealed;
+  };
+  std::vector<Entry> entries_;
+  epoll_reactor* reactor_ = nullptr;
+  asio::detail::scheduler* scheduler_ = nullptr;
+};
+
+RetiredRecords& retired_records() {
+  thread_local RetiredRecords records;
+  return records;
+}
+
+void link_live(Record*& live_list, Record* record) {
+  asio::detail::object_pool_access::next(record) = live_list;
+  asio::detail::object_pool_access::prev(record) = nullptr;
+  if (live_list != nullptr) asio::detail::object_pool_access::prev(live_list) = record;
+  live_list = record;
+}
+
+}  // namespace
+
+namespace asio::detail {
+
+// Asio's object_pool::alloc and ::free, with the retired list between the free list and `create`.
+template <>
+template <>
+epoll_reactor::descriptor_state* object_pool<epoll_reactor::descriptor_state>::alloc<bool>(bool locking) {
+  Record* record = free_list_;
+  if (record != nullptr) {
+    free_list_ = object_pool_access::next(record);
+  } else if (record = retired_records().take(this); record == nullptr) {
+    record = object_pool_access::create<Record>(locking);
+    records_created.fetch_add(1, std::memory_order_relaxed);
+  }
+  link_live(live_list_, record);
+  return record;
+}
+
+template <>
+void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descriptor_state* record) {
+  if (live_list_ == record) live_list_ = object_pool_access::next(record);
+  if (Record* prev = object_pool_access::prev(record)) object_pool_access::next(prev) = object_pool_access::next(record);
+  if (Record* next = object_pool_access::next(record)) object_pool_access::prev(next) = object_pool_access::prev(record);
+  object_pool_access::prev(record) = nullptr;
+  if (RetiredRecords& retired = retired_records(); retired.accepts(record)) {
+    object_pool_access::next(record) = nullptr;
+    retired.retire(record, this);
+    return;
+  }
+  object_pool_access::next(record) = free_list_;
+  free_list_ = record;
+}
+
+}  // namespace asio::detail
+
+namespace meshnode::net {
+
+void reclaim_reactor_records_on_this_thread(asio::io_context& io) { retired_records().reclaim_for(io); }
+
+void release_idle_reactor_records(asio::io_context& io) {
+  RetiredRecords& retired = retired_records();
+  if (!retired.runs(&asio::use_service<asio::detail::scheduler>(io))) return;
+  retired.seal();
+  // Behind every completion queued so far, on this same thread (the only one running `io`).
+  asio::post(io, [] { retired_records().release_sealed(); });
+}
+
+ReactorRecordStats reactor_record_stats() {
+  return {.created = records_created.load(std::memory_order_relaxed),
+          .destroyed = records_destroyed.load(std::memory_order_relaxed),
+          .retired = records_retired.load(std::memory_order_relaxed)};
+}
+
+}  // namespace meshnode::net

@@ -60,6 +60,10 @@ TEST_F(AdminRoutesTest, MemoryReportsRssAndTheAllocator) {
   EXPECT_EQ(j.at("allocated_bytes"), 0);
   EXPECT_TRUE(j.at("bins").is_array());
   EXPECT_TRUE(j.at("bins").empty());
+  // The admin server's own socket has a reactor record.
+  EXPECT_GE(j.at("reactor_records").at("created").get<std::uint64_t>(), 1u);
+  EXPECT_TRUE(j.at("reactor_records").contains("destroyed"));
+  EXPECT_TRUE(j.at("reactor_records").contains("retired"));
   // A heap profile needs jemalloc with profiling on: refused with the reason, never a 200.
   r = get("GET", "/debug/heap_profile");
   EXPECT_EQ(r.status, 405);

@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "base/unique_fd.hpp"
 #include "hbone/headers.hpp"
@@ -16,23 +15,6 @@
 #include "state/route.hpp"
 
 namespace meshnode::proxy {
-namespace {
-
-// Hands the fd back to Asio as one that may be shared (basic_socket::assign): Asio then removes it
-// from its epoll set with EPOLL_CTL_DEL when it closes, instead of relying on close(). False if
-// Asio refused (the socket is then closed).
-bool reassign_as_shared(asio::ip::tcp::socket& socket) {
-  std::error_code ec;
-  const auto protocol = socket.local_endpoint(ec).protocol();
-  if (ec) return false;
-  const int fd = socket.release(ec);
-  if (ec) return false;
-  socket.assign(protocol, fd, ec);
-  if (ec) ::close(fd);
-  return !ec;
-}
-
-}  // namespace
 
 std::string_view handshake_failure_reason(const base::Error& error) {
   const std::string& text = error.context;
@@ -58,12 +40,9 @@ asio::awaitable<void> Inbound::serve(asio::ip::tcp::socket socket, TraceId id, s
   // Eviction shuts the socket down, so the pending handshake read ends at once. Through a dup of
   // the fd, held by the limiter's entry: the handshake may close its own fd (at its deadline)
   // before the permit goes, and that number may already belong to another connection.
-  // Asio closes a socket without EPOLL_CTL_DEL, trusting close() to leave the epoll set, which it
-  // does not while the dup is open: re-assigned, the socket is one Asio removes explicitly, so no
-  // event can name its reactor record after the close (net/reactor_records.hpp frees records).
   const auto started = HandshakeLimiter::Clock::now();
   auto dup = std::make_shared<base::UniqueFd>(::fcntl(socket.native_handle(), F_DUPFD_CLOEXEC, 0));
-  if (!*dup || !reassign_as_shared(socket)) {
+  if (!*dup) {
     count_setup_failure(base::Error{base::Errc::kIo, "dup of the inbound HBONE socket failed"}, peer, id);
     co_return;
   }

@@ -46,8 +46,8 @@ void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descripto
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 
-#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -155,7 +155,12 @@ class RetiredRecords {
  public:
   ~RetiredRecords() {
     std::lock_guard lock(graveyard_mu);
-    for (const Entry& e : entries_) graveyard().push_back(e.record);
+    try {
+      for (const Entry& e : entries_) graveyard().push_back(e.record);
+    } catch (const std::bad_alloc&) {
+      // Out of memory at thread exit: the records stay allocated, only unreachable.
+    }
+    records_retired.fetch_sub(entries_.size(), std::memory_order_relaxed);
   }
 
   /// Makes this thread reclaim the records of `io`'s reactor.
@@ -176,9 +181,16 @@ class RetiredRecords {
     return reactor_ != nullptr && record->*reactor_member(ReactorMember{}) == reactor_ && runs(scheduler_);
   }
 
-  void retire(Record* record, RecordPool* pool) {
-    entries_.push_back({record, pool, false});
+  /// False when the list cannot grow (out of memory): the record then goes to Asio's free list,
+  /// as a socket's close must not throw.
+  bool retire(Record* record, RecordPool* pool) noexcept {
+    try {
+      entries_.push_back({record, pool, kUnsealed});
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
     records_retired.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
   /// A retired record of `pool` for a new socket, or null.
@@ -193,18 +205,25 @@ class RetiredRecords {
     return nullptr;
   }
 
-  /// Step 1: the records retired so far become deletable at step 2. None is kept in reserve:
-  /// a kept record would stay wherever its socket's peak put it and pin its 12 KiB slab (the
-  /// soak's 256 kept records pinned 1.2 MB), while a new one costs one small allocation.
-  void seal() {
-    for (Entry& e : entries_) e.sealed = true;
+  /// Step 1: the records retired since the last step 1 become deletable by the step 2 of this
+  /// seal, which is returned. None is kept in reserve: a kept record would stay wherever its
+  /// socket's peak put it and pin its 12 KiB slab (the soak's 256 kept records pinned 1.2 MB),
+  /// while a new one costs one small allocation.
+  std::uint64_t seal() {
+    ++seals_;
+    for (Entry& e : entries_) {
+      if (e.seal == kUnsealed) e.seal = seals_;
+    }
+    return seals_;
   }
 
-  /// Step 2: deletes what step 1 sealed and no socket took since.
-  void release_sealed() {
+  /// Step 2: deletes what step 1 sealed as `seal` and no socket took since. Only those: when two
+  /// trims overlap (a worker 30 s behind), a record the second one sealed may have an event
+  /// queued behind the first one's step 2.
+  void release_sealed(std::uint64_t seal) {
     std::size_t kept = 0;
     for (Entry& e : entries_) {
-      if (e.sealed) {
+      if (e.seal == seal) {
         asio::detail::object_pool_access::destroy(e.record);
         records_destroyed.fetch_add(1, std::memory_order_relaxed);
         records_retired.fetch_sub(1, std::memory_order_relaxed);
@@ -217,12 +236,14 @@ class RetiredRecords {
   }
 
  private:
+  static constexpr std::uint64_t kUnsealed = 0;
   struct Entry {
     Record* record;
     RecordPool* pool;  // the reactor's pool it came from: only that pool may reuse it
-    bool sealed;
+    std::uint64_t seal;
   };
   std::vector<Entry> entries_;
+  std::uint64_t seals_ = kUnsealed;
   epoll_reactor* reactor_ = nullptr;
   asio::detail::scheduler* scheduler_ = nullptr;
 };
@@ -264,11 +285,8 @@ void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descripto
   if (Record* prev = object_pool_access::prev(record)) object_pool_access::next(prev) = object_pool_access::next(record);
   if (Record* next = object_pool_access::next(record)) object_pool_access::prev(next) = object_pool_access::prev(record);
   object_pool_access::prev(record) = nullptr;
-  if (RetiredRecords& retired = retired_records(); retired.accepts(record)) {
-    object_pool_access::next(record) = nullptr;
-    retired.retire(record, this);
-    return;
-  }
+  object_pool_access::next(record) = nullptr;
+  if (RetiredRecords& retired = retired_records(); retired.accepts(record) && retired.retire(record, this)) return;
   object_pool_access::next(record) = free_list_;
   free_list_ = record;
 }
@@ -282,9 +300,9 @@ void reclaim_reactor_records_on_this_thread(asio::io_context& io) { retired_reco
 void release_idle_reactor_records(asio::io_context& io) {
   RetiredRecords& retired = retired_records();
   if (!retired.runs(&asio::use_service<asio::detail::scheduler>(io))) return;
-  retired.seal();
+  const std::uint64_t seal = retired.seal();
   // Behind every completion queued so far, on this same thread (the only one running `io`).
-  asio::post(io, [] { retired_records().release_sealed(); });
+  asio::post(io, [seal] { retired_records().release_sealed(seal); });
 }
 
 ReactorRecordStats reactor_record_stats() {

@@ -29,10 +29,9 @@ void reclaim_reactor_records_on_this_thread(asio::io_context& io);
 /// 2. in a handler posted to `io`: deletes the marked ones that no new socket took meanwhile.
 /// Why it is safe: `io`'s scheduler runs handlers in FIFO order on this one thread, so by step 2
 /// every event that epoll returned before step 1 has been handled; and a record is freed only after
-/// its socket left the epoll set, so no later epoll_wait can return it. Asio closes a socket without
-/// EPOLL_CTL_DEL, which removes it only when no other fd refers to it: a socket whose fd is
-/// duplicated must be re-assigned first (`asio::basic_socket::assign` makes Asio remove it
-/// explicitly; see proxy/inbound.cpp).
+/// its socket left the epoll set, so no later epoll_wait can return it: Asio removes a socket it
+/// got through `assign` (every socket of the proxy, accepted ones included) with EPOLL_CTL_DEL at
+/// close, whatever other fd refers to it (the inbound handshake limiter holds a dup).
 void release_idle_reactor_records(asio::io_context& io);
 
 /// Process-wide counts of reactor records, for tests and /debug/memory.

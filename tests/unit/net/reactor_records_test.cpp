@@ -144,5 +144,47 @@ TEST(ReactorRecords, EventsQueuedForClosedSocketsNeverTouchAReleasedRecord) {
   EXPECT_GE(reactor_record_stats().destroyed - before.destroyed, std::size_t{kRounds} * kPairs);
 }
 
+// Two trims overlap when a worker is 30 s behind: the first one's step 2 is queued, then epoll
+// returns events for sockets that a handler closes and the second trim seals. The first step 2
+// must delete only what the first step 1 sealed. The queue this builds on the worker:
+// [reactor, close, trim 2, step 2 of trim 1] -> the reactor queues the readers' events behind
+// step 2 of trim 1, the close retires their records, trim 2 seals them.
+TEST(ReactorRecords, AnEarlierTrimNeverDeletesWhatALaterOneSealed) {
+  constexpr int kPairs = 64;
+  constexpr int kRounds = 40;
+  using Socket = asio::local::stream_protocol::socket;
+  Worker w;
+  int reads_ended = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::unique_ptr<Socket>> readers, writers;
+    std::array<char, 16> sink{};
+    w.run([&] {
+      for (int i = 0; i < kPairs; ++i) {
+        readers.push_back(std::make_unique<Socket>(w.io()));
+        writers.push_back(std::make_unique<Socket>(w.io()));
+        asio::local::connect_pair(*readers.back(), *writers.back());
+        readers.back()->async_read_some(asio::buffer(sink), [&](std::error_code, std::size_t) { ++reads_ended; });
+      }
+    });
+    std::promise<void> started, go;
+    auto started_f = started.get_future();
+    auto go_f = go.get_future();
+    asio::post(w.io(), [&] {  // trim 1, running while the close and trim 2 are posted
+      started.set_value();
+      go_f.wait();
+      for (auto& s : writers) (void)::write(s->native_handle(), "x", 1);  // readers become readable
+      release_idle_reactor_records(w.io());
+    });
+    started_f.wait();
+    asio::post(w.io(), [&] { readers.clear(); });
+    asio::post(w.io(), [&] { release_idle_reactor_records(w.io()); });
+    go.set_value();
+    w.settle();
+    w.run([&] { writers.clear(); });
+  }
+  w.settle();
+  EXPECT_EQ(reads_ended, kPairs * kRounds);
+}
+
 }  // namespace
 }  // namespace meshnode::net

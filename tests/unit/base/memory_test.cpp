@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -58,10 +59,21 @@ TEST(Memory, FreedSmallBlocksOfAnotherThreadAreReturned) {
     flush_thread_cache();
   });
   worker.join();
-  release_free_memory();
-  const long after = rss_anon_kib();
+  // One purge sometimes leaves the pages resident: 7 of 30 runs beside a loaded CI run, where a
+  // second purge 50 ms later always returned them (jemalloc's background thread, which decays the
+  // same arenas, is the likely party). The proxy purges every 30 s, so what its user sees is the
+  // pages back within a few purges, which is what this checks.
+  long after = 0;
+  int purges = 0;
+  for (; purges < 20; ++purges) {
+    if (purges > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release_free_memory();
+    after = rss_anon_kib();
+    if (after - before < 4 * 1024) break;
+  }
   // 64 MiB were touched; at most 4 MiB may stay (allocator metadata, this thread's cache).
-  EXPECT_LT(after - before, 4 * 1024) << "RssAnon " << before << " KiB -> " << after << " KiB after freeing 64 MiB";
+  EXPECT_LT(after - before, 4 * 1024) << "RssAnon " << before << " KiB -> " << after << " KiB after freeing 64 MiB and "
+                                      << purges << " purges";
 }
 
 // The fragmentation a peak leaves: one object kept in every slab of its class keeps the slab.

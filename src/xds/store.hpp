@@ -96,6 +96,21 @@ class ResourceStore {
   [[nodiscard]] std::size_t policy_count() const noexcept { return policies_.size(); }
 
  private:
+  // A resource name and its hash. The hash of a big response's names is computed on the decode
+  // threads, so the serial pass that indexes 100,000 resources hashes none of them.
+  struct NameKey {
+    std::string_view name;
+    std::size_t hash;
+    explicit NameKey(std::string_view n) : name(n), hash(std::hash<std::string_view>{}(n)) {}
+    NameKey(std::string_view n, std::size_t h) : name(n), hash(h) {}
+    friend bool operator==(const NameKey& a, const NameKey& b) noexcept {
+      return a.hash == b.hash && a.name == b.name;
+    }
+  };
+  struct NameKeyHash {
+    std::size_t operator()(const NameKey& k) const noexcept { return k.hash; }
+  };
+
   using AddressKey = std::pair<std::string, base::IpAddr>;
   struct AddressEntry {
     state::InternedString version;  // istiod versions repeat across resources
@@ -112,9 +127,11 @@ class ResourceStore {
   ResourceStore() = default;
   void apply_addresses(const ResponseView& response, ApplyOutcome& out);
   void apply_policies(const ResponseView& response, ApplyOutcome& out);
-  [[nodiscard]] Result<void> check_workload(std::string_view name, const state::Workload& w) const;
+  [[nodiscard]] Result<void> check_workload(std::string_view name, bool name_is_uid,
+                                            const state::Workload& w) const;
   [[nodiscard]] Result<void> check_service(std::string_view name, const state::Service& s) const;
-  void put_address(std::string_view name, state::InternedString version,
+  // `name` with its hash; `name_is_uid`: the workload's uid equals the name (ignored for services).
+  void put_address(NameKey name, bool name_is_uid, state::InternedString version,
                    std::shared_ptr<const state::Workload> w, std::shared_ptr<const state::Service> s);
   bool erase_address(std::string_view name);
   [[nodiscard]] std::shared_ptr<const state::Workload> visible(
@@ -133,7 +150,7 @@ class ResourceStore {
 
   // Indexes hold views: into the keys of addresses_ (node-based, so stable until erased) and into
   // the converted workloads (immutable, owned by addresses_). erase_address() drops the views first.
-  using Held = std::pair<const std::string_view, AddressEntry>;  // an element of addresses_
+  using Held = std::pair<const NameKey, AddressEntry>;  // an element of addresses_
 
   // (network, IP) → the resource holding the newest claim on it. A flat open-addressing table of
   // (hash, element of addresses_): the key is not stored, it is read back from the owner (its
@@ -148,6 +165,10 @@ class ResourceStore {
     /// Drops the claim if `owner` holds it.
     void release(std::string_view network, const base::IpAddr& ip, const Held* owner);
     void reserve(std::size_t claims);
+    /// Starts loading the slot a claim on (network, ip) will probe first (a hint; no effect on
+    /// the contents).
+    /// `h`: claim_hash() of the (network, IP) about to be claimed.
+    void prefetch(std::size_t h) const noexcept;
     [[nodiscard]] std::size_t size() const noexcept { return used_; }
 
    private:
@@ -165,7 +186,7 @@ class ResourceStore {
 
   // By resource name. The key views the workload's uid when it is the name (the common case:
   // no second copy of 100,000 uids), else the entry's own_name.
-  std::unordered_map<std::string_view, AddressEntry> addresses_;
+  std::unordered_map<NameKey, AddressEntry, NameKeyHash> addresses_;
   std::unordered_map<std::string, PolicyEntry> policies_;    // by resource name
   std::unordered_map<std::string_view, std::string_view>
       workload_uids_;  // uid → resource name, when they differ

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "authorization.pb.h"
+#include "base/prefetch.hpp"
 #include "workload.pb.h"
 #include "xds/convert.hpp"
 
@@ -138,14 +139,7 @@ std::size_t ResourceStore::OwnerIndex::hash(std::string_view network, const base
 }
 
 void ResourceStore::OwnerIndex::prefetch(std::size_t h) const noexcept {
-  if (slots_.empty()) return;
-  const Slot* slot = slots_.data() + (h & (slots_.size() - 1));
-#if defined(__x86_64__)
-  // Not __builtin_prefetch: GCC 12 drops that one here (it finds the call free of effects).
-  asm volatile("prefetcht0 %0" : : "m"(*slot));
-#else
-  __builtin_prefetch(slot);
-#endif
+  if (!slots_.empty()) base::prefetch(slots_.data() + (h & (slots_.size() - 1)));
 }
 
 bool ResourceStore::OwnerIndex::holds(const Held& owner, std::string_view network, const base::IpAddr& ip) noexcept {
@@ -394,7 +388,7 @@ void ResourceStore::apply_addresses(const ResponseView& response, ApplyOutcome& 
     if (i + kAhead < decoded.size()) {
       const DecodedAddress& next = decoded[i + kAhead];
       if (next.workload) {
-        __builtin_prefetch(next.workload.get());
+        base::prefetch(next.workload.get());
         ip_owner_.prefetch(next.claim_hash);
       }
     }

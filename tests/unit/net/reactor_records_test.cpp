@@ -55,6 +55,25 @@ class Worker {
   std::thread thread_;
 };
 
+using Socket = asio::local::stream_protocol::socket;
+
+/// Opens `n` connected pairs on the worker; each reader waits in a read into `sink` whose
+/// completion (data, or the cancel of its close) counts in `reads_ended`.
+void open_waiting_pairs(Worker& w, int n, std::vector<std::unique_ptr<Socket>>& readers,
+                        std::vector<std::unique_ptr<Socket>>& writers, std::array<char, 16>& sink,
+                        int& reads_ended) {
+  w.run([&] {
+    for (int i = 0; i < n; ++i) {
+      readers.push_back(std::make_unique<Socket>(w.io()));
+      writers.push_back(std::make_unique<Socket>(w.io()));
+      asio::local::connect_pair(*readers.back(), *writers.back());
+      readers.back()->async_read_some(asio::buffer(sink), [&reads_ended](std::error_code, std::size_t) {
+        ++reads_ended;
+      });
+    }
+  });
+}
+
 TEST(ReactorRecords, AWorkerGivesBackTheRecordsOfClosedSocketsAndReusesThemUntilThen) {
   constexpr std::size_t kSockets = 600;  // within the usual 1024 open-files soft limit
   Worker w;
@@ -107,21 +126,13 @@ TEST(ReactorRecords, SocketsClosedOffTheirWorkerKeepTheirRecords) {
 TEST(ReactorRecords, EventsQueuedForClosedSocketsNeverTouchAReleasedRecord) {
   constexpr int kPairs = 64;
   constexpr int kRounds = 80;
-  using Socket = asio::local::stream_protocol::socket;
   Worker w;
   const ReactorRecordStats before = reactor_record_stats();
   int reads_ended = 0;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::unique_ptr<Socket>> readers, writers;
     std::array<char, 16> sink{};
-    w.run([&] {
-      for (int i = 0; i < kPairs; ++i) {
-        readers.push_back(std::make_unique<Socket>(w.io()));
-        writers.push_back(std::make_unique<Socket>(w.io()));
-        asio::local::connect_pair(*readers.back(), *writers.back());
-        readers.back()->async_read_some(asio::buffer(sink), [&](std::error_code, std::size_t) { ++reads_ended; });
-      }
-    });
+    open_waiting_pairs(w, kPairs, readers, writers, sink, reads_ended);
     const int hops = round % 4;
     std::function<void(int)> close_after;  // `hops` posts, then close the readers and release
     close_after = [&](int left) {
@@ -152,20 +163,12 @@ TEST(ReactorRecords, EventsQueuedForClosedSocketsNeverTouchAReleasedRecord) {
 TEST(ReactorRecords, AnEarlierTrimNeverDeletesWhatALaterOneSealed) {
   constexpr int kPairs = 64;
   constexpr int kRounds = 40;
-  using Socket = asio::local::stream_protocol::socket;
   Worker w;
   int reads_ended = 0;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::unique_ptr<Socket>> readers, writers;
     std::array<char, 16> sink{};
-    w.run([&] {
-      for (int i = 0; i < kPairs; ++i) {
-        readers.push_back(std::make_unique<Socket>(w.io()));
-        writers.push_back(std::make_unique<Socket>(w.io()));
-        asio::local::connect_pair(*readers.back(), *writers.back());
-        readers.back()->async_read_some(asio::buffer(sink), [&](std::error_code, std::size_t) { ++reads_ended; });
-      }
-    });
+    open_waiting_pairs(w, kPairs, readers, writers, sink, reads_ended);
     std::promise<void> started, go;
     auto started_f = started.get_future();
     auto go_f = go.get_future();

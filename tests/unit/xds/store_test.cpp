@@ -226,6 +226,83 @@ TEST(ResourceStore, OneUidUnderTwoResourceNamesIsRejected) {
   EXPECT_EQ(other.workload_count(), 0u);
 }
 
+TEST(ResourceStore, AResourceThatChangesItsUidReleasesTheOldOne) {
+  auto store = empty_store();
+  const std::string x = "Kubernetes//Pod/default/x", y = "Kubernetes//Pod/default/y",
+                    z = "Kubernetes//Pod/default/z";
+  // "alias" (name != uid) moves from uid y to uid x: y is free for another resource.
+  auto r1 = response(kAddressType);
+  add(r1, pod("default", "y", "10.0.0.1"), "1", "alias");
+  ASSERT_TRUE(store.apply(r1).rejected.empty());
+  auto r2 = response(kAddressType, "n2");
+  add(r2, pod("default", "x", "10.0.0.2"), "2", "alias");
+  ASSERT_TRUE(store.apply(r2).rejected.empty());
+  EXPECT_FALSE(store.knows(y));
+  EXPECT_TRUE(store.knows(x));
+  EXPECT_EQ(store.versions(kAddressType).at("alias"), "2");
+  auto r3 = response(kAddressType, "n3");
+  add(r3, pod("default", "y", "10.0.0.3"), "1", "other");
+  auto o3 = store.apply(r3);
+  EXPECT_TRUE(o3.rejected.empty()) << o3.error_message();
+  // Resource x, named by its uid, may exist once "alias" has left uid x.
+  auto r4 = response(kAddressType, "n4");
+  r4.add_removed_resources("alias");
+  add(r4, pod("default", "x", "10.0.0.4"));
+  auto o4 = store.apply(r4);
+  EXPECT_EQ(o4.removed, 1u);
+  EXPECT_TRUE(o4.rejected.empty()) << o4.error_message();
+  // Resource x: name == uid -> uid z (name != uid) -> back to uid x; z is released.
+  auto r5 = response(kAddressType, "n5");
+  add(r5, pod("default", "z", "10.0.0.5"), "2", x);
+  ASSERT_TRUE(store.apply(r5).rejected.empty());
+  EXPECT_TRUE(store.knows(z));
+  auto r6 = response(kAddressType, "n6");
+  add(r6, pod("default", "x", "10.0.0.6"), "3");
+  auto o6 = store.apply(r6);
+  EXPECT_TRUE(o6.rejected.empty()) << o6.error_message();
+  EXPECT_FALSE(store.knows(z));
+  EXPECT_EQ(store.versions(kAddressType).at(x), "3");
+  auto snapshot = store.build();
+  ASSERT_TRUE(snapshot);
+  EXPECT_EQ((*snapshot)->workload_by_uid(z), nullptr);
+  ASSERT_NE((*snapshot)->workload_by_uid(x), nullptr);
+  EXPECT_EQ((*snapshot)->workload_by_uid(x)->addresses, std::vector{*base::IpAddr::parse("10.0.0.6")});
+  auto r7 = response(kAddressType, "n7");
+  r7.add_removed_resources(x);
+  r7.add_removed_resources("other");
+  EXPECT_EQ(store.apply(r7).removed, 2u);
+  EXPECT_EQ(store.workload_count(), 0u);
+  EXPECT_FALSE(store.knows(x));
+  EXPECT_FALSE(store.knows(y));
+}
+
+// A response big enough to be decoded on helper threads (which hash the names for the indexing
+// pass), half of it named by uid and half not: every resource is found by name and by uid, and
+// all of them leave.
+TEST(ResourceStore, ABigResponseMixingUidNamesAndOtherNamesIndexesEveryResource) {
+  constexpr int kPods = 20000;
+  auto store = empty_store();
+  auto name_of = [](int i) {
+    return i % 2 ? "alias-" + std::to_string(i) : "Kubernetes//Pod/default/p" + std::to_string(i);
+  };
+  auto ip_of = [](int i) { return "10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); };
+  auto resp = response(kAddressType);
+  for (int i = 0; i < kPods; ++i) add(resp, pod("default", "p" + std::to_string(i), ip_of(i)), "1", name_of(i));
+  auto outcome = store.apply(resp);
+  ASSERT_TRUE(outcome.rejected.empty()) << outcome.error_message();
+  EXPECT_EQ(store.workload_count(), std::size_t{kPods});
+  for (int i = 0; i < kPods; ++i) {
+    ASSERT_TRUE(store.knows(name_of(i))) << name_of(i);
+    ASSERT_TRUE(store.knows("Kubernetes//Pod/default/p" + std::to_string(i))) << i;
+    ASSERT_TRUE(store.knows("/" + ip_of(i))) << ip_of(i);
+  }
+  auto removal = response(kAddressType, "n2");
+  for (int i = 0; i < kPods; ++i) removal.add_removed_resources(name_of(i));
+  EXPECT_EQ(store.apply(removal).removed, std::size_t{kPods});
+  EXPECT_EQ(store.workload_count(), 0u);
+  for (int i = 0; i < kPods; i += 97) EXPECT_FALSE(store.knows("Kubernetes//Pod/default/p" + std::to_string(i)));
+}
+
 TEST(ResourceStore, UnknownTypeUrlAppliesNothing) {
   auto store = empty_store();
   auto resp = response("type.googleapis.com/envoy.config.cluster.v3.Cluster");

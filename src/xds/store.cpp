@@ -43,7 +43,8 @@ std::optional<std::pair<std::string_view, base::IpAddr>> address_key(std::string
   return std::pair{key.substr(0, slash), *ip};
 }
 
-// OwnerIndex's hash of a (network, IP) claim; a free function so the decode threads compute it.
+// OwnerIndex's hash of a (network, IP) claim; a free function so that the decode threads compute
+// it too (DecodedAddress::claim_hash).
 std::size_t claim_hash(std::string_view network, const base::IpAddr& ip) noexcept {
   std::size_t h = std::hash<base::IpAddr>{}(ip);
   return network.empty() ? h : h ^ (std::hash<std::string_view>{}(network) * 0x9e3779b97f4a7c15ULL);
@@ -134,10 +135,6 @@ Result<void> ResourceStore::check_service(std::string_view name, const state::Se
   return {};
 }
 
-std::size_t ResourceStore::OwnerIndex::hash(std::string_view network, const base::IpAddr& ip) noexcept {
-  return claim_hash(network, ip);
-}
-
 void ResourceStore::OwnerIndex::prefetch(std::size_t h) const noexcept {
   if (!slots_.empty()) base::prefetch(slots_.data() + (h & (slots_.size() - 1)));
 }
@@ -180,13 +177,13 @@ void ResourceStore::OwnerIndex::reserve(std::size_t claims) {
 
 const ResourceStore::Held* ResourceStore::OwnerIndex::find(std::string_view network, const base::IpAddr& ip) const {
   if (used_ == 0) return nullptr;
-  return slots_[slot_of(hash(network, ip), network, ip)].owner;
+  return slots_[slot_of(claim_hash(network, ip), network, ip)].owner;
 }
 
 const ResourceStore::Held* ResourceStore::OwnerIndex::claim(std::string_view network, const base::IpAddr& ip,
                                                             const Held* owner) {
   if ((used_ + 1) * 8 > slots_.size() * 7) rehash(slots_.empty() ? 16 : slots_.size() * 2);
-  std::size_t h = hash(network, ip);
+  std::size_t h = claim_hash(network, ip);
   Slot& s = slots_[slot_of(h, network, ip)];
   const Held* previous = s.owner;
   if (previous == nullptr) ++used_;
@@ -196,7 +193,7 @@ const ResourceStore::Held* ResourceStore::OwnerIndex::claim(std::string_view net
 
 void ResourceStore::OwnerIndex::release(std::string_view network, const base::IpAddr& ip, const Held* owner) {
   if (used_ == 0) return;
-  std::size_t i = slot_of(hash(network, ip), network, ip);
+  std::size_t i = slot_of(claim_hash(network, ip), network, ip);
   if (slots_[i].owner != owner) return;
   // Backward-shift deletion: move later members of the probe run into the hole (no tombstones).
   const std::size_t mask = slots_.size() - 1;

@@ -176,7 +176,6 @@ class ResourceStore {
       std::size_t hash = 0;
       const Held* owner = nullptr;  // nullptr = empty
     };
-    static std::size_t hash(std::string_view network, const base::IpAddr& ip) noexcept;
     static bool holds(const Held& owner, std::string_view network, const base::IpAddr& ip) noexcept;
     [[nodiscard]] std::size_t slot_of(std::size_t h, std::string_view network, const base::IpAddr& ip) const;
     void rehash(std::size_t slots);

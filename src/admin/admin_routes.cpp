@@ -48,8 +48,8 @@ HttpResponse memory_report() {
     bins.push_back({{"size", b.size}, {"used_bytes", b.used_bytes}, {"slab_bytes", b.slab_bytes}, {"slabs", b.slabs}});
   }
   out["bins"] = std::move(bins);
-  // Asio's per-socket records: kept for reuse after their sockets close, deleted by the workers
-  // every 30 s beyond a few (net/reactor_records.hpp).
+  // Asio's per-socket records: kept for reuse after their sockets close, then deleted by the
+  // workers' 30 s trim (net/reactor_records.hpp; none is kept in reserve).
   const auto r = net::reactor_record_stats();
   out["reactor_records"] = {{"created", r.created}, {"destroyed", r.destroyed}, {"retired", r.retired}};
   return HttpResponse{.content_type = "application/json", .body = out.dump(2) + "\n"};

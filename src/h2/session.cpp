@@ -34,10 +34,7 @@ nghttp2_nv make_nv(const std::string& name, const std::string& value) {
 // Stream
 
 Stream::Stream(std::shared_ptr<Session> session, std::int32_t id)
-    : StreamCore(session.get(), id),
-      session_(std::move(session)),
-      readable_(session_->socket_.get_executor()),
-      writable_(session_->socket_.get_executor()) {}
+    : StreamCore(session.get(), id), session_(std::move(session)) {}
 
 Stream::~Stream() {
   // Bytes nobody will read still hold connection-window credit: return it (RFC 9113 §6.9).
@@ -121,7 +118,6 @@ Session::Session(TlsSocket socket, Role role, Settings settings, StreamHandler h
     : SessionCore(role, settings),
       socket_(std::move(socket)),
       handler_(std::move(handler)),
-      write_signal_(socket_.get_executor()),
       keepalive_timer_(socket_.get_executor()) {}
 
 Session::~Session() = default;

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -75,12 +76,33 @@ void TcpStream::reset() {
   socket_.close(ec);
 }
 
+namespace {
+
+asio::awaitable<void> ready() { co_return; }
+
+}  // namespace
+
 asio::awaitable<void> Signal::wait() {
-  if (!pending_) {
-    timer_.expires_at(asio::steady_timer::time_point::max());
-    co_await timer_.async_wait(kNoThrow);
+  if (pending_) {
+    pending_ = false;
+    return ready();
   }
-  pending_ = false;
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+      [this](Waiter waiter) { waiter_.emplace(std::move(waiter)); }, asio::use_awaitable);
+}
+
+void Signal::notify() {
+  if (!waiter_) {
+    pending_ = true;
+    return;
+  }
+  Waiter waiter = std::move(*waiter_);
+  waiter_.reset();
+  asio::post(std::move(waiter));
+}
+
+Signal::~Signal() {
+  if (waiter_) asio::post(std::move(*waiter_));
 }
 
 }  // namespace meshnode::net

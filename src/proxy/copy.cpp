@@ -80,7 +80,7 @@ asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
   // parallel group), and idle connections are what this memory is multiplied by.
   auto ex = co_await asio::this_coro::executor;
-  net::Signal done(ex);
+  net::Signal done;
   Direction down;
   bool down_finished = false;
   // A structured child, joined below before this frame ends (so not a DrainScope task): its

@@ -8,6 +8,7 @@
 #include <asio/write.hpp>
 
 #include <array>
+#include <memory>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -305,7 +306,7 @@ TEST(Deadline, ExpiryClosesTheAwaitedSocket) {
 
 TEST(Signal, NotifyBeforeWaitIsNotLost) {
   asio::io_context io;
-  Signal signal(io.get_executor());
+  Signal signal;
   bool woke = false;
   signal.notify();
   asio::co_spawn(io, wait_once(signal, woke), asio::detached);
@@ -314,7 +315,7 @@ TEST(Signal, NotifyBeforeWaitIsNotLost) {
 
 TEST(Signal, NotifyWakesAParkedWaiterAndIsConsumed) {
   asio::io_context io;
-  Signal signal(io.get_executor());
+  Signal signal;
   int wakeups = 0;
   asio::co_spawn(io, count_wakeups(signal, wakeups), asio::detached);
   io.run_for(20ms);  // the waiter parks
@@ -329,6 +330,34 @@ TEST(Signal, NotifyWakesAParkedWaiterAndIsConsumed) {
   asio::post(io, [&] { signal.notify(); });
   io.run_for(20ms);
   EXPECT_EQ(wakeups, 2);
+}
+
+// notify() never resumes the waiter inline (it runs inside nghttp2 callbacks): the wake-up is
+// posted, and a parked waiter costs no timer (an idle HTTP/2 stream holds two Signals).
+TEST(Signal, NotifyPostsTheWakeUpInsteadOfRunningTheWaiterInline) {
+  static_assert(sizeof(Signal) <= 32, "a Signal is part of every idle tunnelled connection");
+  asio::io_context io;
+  Signal signal;
+  bool woke = false;
+  asio::co_spawn(io, wait_once(signal, woke), asio::detached);
+  io.run_for(20ms);
+  ASSERT_FALSE(woke);
+  signal.notify();
+  EXPECT_FALSE(woke);
+  ASSERT_TRUE(run_until(io, woke, 2s));
+}
+
+// Destroyed with a waiter parked, a Signal resumes it (as a destroyed timer did) rather than
+// leaving its coroutine suspended for ever.
+TEST(Signal, DestroyedWithAParkedWaiterResumesIt) {
+  asio::io_context io;
+  bool woke = false;
+  auto signal = std::make_unique<Signal>();
+  asio::co_spawn(io, wait_once(*signal, woke), asio::detached);
+  io.run_for(20ms);
+  ASSERT_FALSE(woke);
+  signal.reset();
+  ASSERT_TRUE(run_until(io, woke, 2s));
 }
 
 // The copy engine allocates no buffer before wait_readable() says there is something to read, so

@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <memory>
+#include <span>
 
 namespace meshnode::proxy {
 namespace {
@@ -26,8 +27,39 @@ std::size_t read_size(std::uint64_t bytes) {
   return bytes >= kLargeAfter ? kLarge : bytes >= kMediumAfter ? kMedium : kSmall;
 }
 
-asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& to, telemetry::Counter* counter) {
-  Direction d;
+enum class Step { kMore, kEof, kFailed };
+
+// One read and the write of what it read. A coroutine of its own so that the frame an idle
+// connection holds per direction (copy_one_way's, waiting for readability) carries none of the
+// read and write results: GCC 12 gives every local of a coroutine, and the result of every
+// co_await, a slot in the frame for the coroutine's whole life (issue 15, idle memory).
+asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::span<std::byte> buf, Direction& d,
+                           telemetry::Counter* counter) {
+  auto n = co_await from.read_some(buf);
+  if (!n) {
+    d.error = std::move(n.error());
+    co_return Step::kFailed;
+  }
+  if (*n == 0) {
+    auto shut = co_await to.shutdown_write();
+    if (!shut) d.error = std::move(shut.error());
+    co_return Step::kEof;
+  }
+  auto written = co_await to.write_all(buf.first(*n));
+  if (!written) {
+    d.error = std::move(written.error());
+    co_return Step::kFailed;
+  }
+  d.bytes += *n;
+  if (counter != nullptr) counter->inc(*n);
+  co_return Step::kMore;
+}
+
+// Copies `from` to `to` until EOF (then half-closes `to`) or a failure (then resets both); the
+// outcome goes to `d`, not to a return value, which would take a slot in this long-lived frame
+// and in the frame of the co_spawn that runs one of the directions.
+asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, telemetry::Counter* counter,
+                                   Direction& d) {
   // No buffer before the first byte, and no 16 or 256 KiB buffer while the source has nothing to
   // read: idle and stalled connections then hold at most 1 KiB per direction, whatever they moved
   // before (a peer that stalls after 10 MiB pinned 256 KiB). Readiness is checked before each
@@ -47,35 +79,20 @@ asio::awaitable<Direction> copy_one_way(net::ByteStream& from, net::ByteStream& 
       size = want;
       buf = std::make_unique_for_overwrite<std::byte[]>(size);
     }
-    auto n = co_await from.read_some(std::span(buf.get(), size));
-    if (!n) {
-      d.error = n.error();
-      break;
-    }
-    if (*n == 0) {
-      auto shut = co_await to.shutdown_write();
-      if (!shut) d.error = shut.error();
-      co_return d;
-    }
-    const auto filled = std::span<const std::byte>(buf.get(), *n);
-    auto written = co_await to.write_all(filled);
-    if (!written) {
-      d.error = written.error();
-      break;
-    }
-    d.bytes += *n;
-    if (counter != nullptr) counter->inc(*n);
+    const Step step = co_await pump(from, to, std::span(buf.get(), size), d, counter);
+    if (step == Step::kEof) co_return;
+    if (step == Step::kFailed) break;
   }
   // One side failed: the connection is over in both directions; propagate as resets.
   from.reset();
   to.reset();
-  co_return d;
 }
 
 }  // namespace
 
-asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
-                                                telemetry::Counter* to_upstream, telemetry::Counter* to_downstream) {
+asio::awaitable<void> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
+                                         telemetry::Counter* to_upstream, telemetry::Counter* to_downstream,
+                                         Transferred& moved) {
   // The server → client direction runs as its own coroutine, the other one inline; this costs
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
   // parallel group), and idle connections are what this memory is multiplied by.
@@ -83,28 +100,25 @@ asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net
   net::Signal done;
   Direction down;
   bool down_finished = false;
-  // A structured child, joined below before this frame ends (so not a DrainScope task): its
-  // result, or the exception that ended it, comes back through the completion handler.
-  asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream),
-                 [&](std::exception_ptr e, Direction d) {
-                   if (e) {
-                     d.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
-                     spdlog::error("copy\ttask failed\terror=\"{}\"", d.error->context);
-                     upstream.reset();
-                     downstream.reset();
-                   }
-                   down = std::move(d);
-                   down_finished = true;
-                   done.notify();
-                 });
-  Direction up = co_await copy_one_way(downstream, upstream, to_upstream);
+  // A structured child, joined below before this frame ends (so not a DrainScope task): the
+  // exception that ended it, if any, comes back through the completion handler.
+  asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream, down), [&](std::exception_ptr e) {
+    if (e) {
+      down.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
+      spdlog::error("copy\ttask failed\terror=\"{}\"", down.error->context);
+      upstream.reset();
+      downstream.reset();
+    }
+    down_finished = true;
+    done.notify();
+  });
+  Direction up;
+  co_await copy_one_way(downstream, upstream, to_upstream, up);
   // The spawned direction refers to this frame: it must end before this coroutine returns.
   while (!down_finished) co_await done.wait();
-  Transferred t;
-  t.downstream_to_upstream = up.bytes;
-  t.upstream_to_downstream = down.bytes;
-  t.error = up.error ? up.error : down.error;
-  co_return t;
+  moved.downstream_to_upstream = up.bytes;
+  moved.upstream_to_downstream = down.bytes;
+  moved.error = up.error ? std::move(up.error) : std::move(down.error);
 }
 
 }  // namespace meshnode::proxy

@@ -25,8 +25,11 @@ struct Transferred {
 /// schedule). A direction holds no buffer before its first byte, and gives a 16 or 256 KiB one
 /// back whenever a read drained its source and nothing more is readable, so idle and stalled
 /// connections stay small (≤ 1 KiB per direction). `to_upstream`/`to_downstream` (may be null) are
-/// incremented live. Runs on the streams' thread.
-asio::awaitable<Transferred> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
-                                                telemetry::Counter* to_upstream, telemetry::Counter* to_downstream);
+/// incremented live. The outcome goes to `moved` (a result would take a slot in the frame of every
+/// caller for the connection's whole life: GCC keeps co_await results in the frame). Runs on the
+/// streams' thread.
+asio::awaitable<void> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
+                                         telemetry::Counter* to_upstream, telemetry::Counter* to_downstream,
+                                         Transferred& moved);
 
 }  // namespace meshnode::proxy

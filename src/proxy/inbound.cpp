@@ -118,7 +118,8 @@ asio::awaitable<void> Inbound::serve_stream(std::shared_ptr<h2::Stream> stream,
     refuse(t, *stream, std::move(opened.error()));
     co_return;
   }
-  auto moved = co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent);
+  Transferred moved;
+  co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent, moved);
   record_close(pod_.inputs.metrics, t.rec, moved, std::move(t.closed_by_policy));
 }
 

@@ -154,7 +154,8 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
 }
 
 asio::awaitable<void> Outbound::carry(OutboundTunnel& t, net::TcpStream& downstream) {
-  auto moved = co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent);
+  Transferred moved;
+  co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent, moved);
   record_close(pod_.inputs.metrics, t.rec, moved);
 }
 

@@ -92,8 +92,8 @@ class CopyTest : public ::testing::Test {
     b_ = b_server;
     downstream_.emplace(asio::ip::tcp::socket(io_, asio::ip::tcp::v4(), a_server));
     upstream_.emplace(asio::ip::tcp::socket(io_, asio::ip::tcp::v4(), b_client));
-    asio::co_spawn(io_, copy_bidirectional(*downstream_, *upstream_, nullptr, nullptr),
-                   [this](std::exception_ptr, Transferred t) { done_.set_value(t); });
+    asio::co_spawn(io_, copy_bidirectional(*downstream_, *upstream_, nullptr, nullptr, moved_),
+                   [this](std::exception_ptr) { done_.set_value(moved_); });
     io_thread_ = std::thread([this] { io_.run(); });
   }
   void TearDown() override {
@@ -105,6 +105,7 @@ class CopyTest : public ::testing::Test {
   asio::io_context io_;
   std::optional<net::TcpStream> downstream_, upstream_;
   int a_ = -1, b_ = -1;
+  Transferred moved_;
   std::promise<Transferred> done_;
   std::thread io_thread_;
 };

@@ -14,6 +14,8 @@
 namespace meshnode::proxy {
 namespace {
 
+asio::awaitable<void> nothing() { co_return; }
+
 // Istio baggage of the source workload (research §2.1), only non-empty members, in this order.
 std::string baggage_of(const state::Workload& w) {
   std::string out;
@@ -59,6 +61,7 @@ void OutboundTunnel::reset() {
 }
 
 asio::awaitable<void> Outbound::serve(asio::ip::tcp::socket socket, TraceId id) {
+  // Not a coroutine: these locals stay out of the connection's frame.
   auto peer = net::peer_addr(socket.native_handle());
   auto orig = pod_.inputs.sockets.original_dst(socket.native_handle());
   net::TcpStream downstream(std::move(socket));
@@ -66,24 +69,29 @@ asio::awaitable<void> Outbound::serve(asio::ip::tcp::socket socket, TraceId id) 
     downstream.reset();
     spdlog::warn("access\tconnection failed\tid={} direction=outbound error=\"{}\"", id.hex(),
                  (peer ? orig.error() : peer.error()).message());
-    co_return;
+    return nothing();
   }
-  // This frame lives as long as the connection: only what the copy and the closing log need.
+  return run(std::move(downstream), base::ClientAddr{*peer}, base::OrigDstAddr{*orig}, id);
+}
+
+asio::awaitable<void> Outbound::run(net::TcpStream downstream, base::ClientAddr client, base::OrigDstAddr target,
+                                    TraceId id) {
   OutboundTunnel t;
   auto guard = pod_.tracker.track([&] {
     downstream.reset();
     t.reset();
   });
-  const base::ClientAddr client{*peer};
-  const base::OrigDstAddr target{*orig};
+  if (co_await establish(t, downstream, client, target, id)) co_await carry(t, downstream);
+}
+
+asio::awaitable<bool> Outbound::establish(OutboundTunnel& t, net::TcpStream& downstream, base::ClientAddr client,
+                                          base::OrigDstAddr target, TraceId id) {
   auto opened = co_await open(t, client, target, id);
-  if (!opened) {
-    downstream.reset();
-    t.reset();
-    refuse(t, std::move(opened.error()));
-    co_return;
-  }
-  co_await carry(t, downstream);
+  if (opened) co_return true;
+  downstream.reset();
+  t.reset();
+  refuse(t, std::move(opened.error()));
+  co_return false;
 }
 
 asio::awaitable<base::Result<std::shared_ptr<const state::StateSnapshot>>> Outbound::lookup_on_demand(std::string key) {

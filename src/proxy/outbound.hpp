@@ -37,7 +37,9 @@ class Outbound {
  public:
   explicit Outbound(PodContext& pod) : pod_(pod) {}
 
-  /// One connection captured on 15001 (its original destination from SO_ORIGINAL_DST).
+  /// One connection captured on 15001 (its original destination from SO_ORIGINAL_DST). Reads the
+  /// socket's addresses when called (a connection without them is reset and logged then); the
+  /// returned task carries it.
   asio::awaitable<void> serve(asio::ip::tcp::socket socket, TraceId id);
 
   /// Routes `client` → `target` as the pod's workload and dials the route's next hop; fills `t`
@@ -53,6 +55,12 @@ class Outbound {
   void refuse(OutboundTunnel& t, base::Error error);
 
  private:
+  /// The captured connection's life. Its frame lives as long as the connection, so it holds only
+  /// what the copy and the closing log need (GCC gives every local of a coroutine a frame slot).
+  asio::awaitable<void> run(net::TcpStream downstream, base::ClientAddr client, base::OrigDstAddr target, TraceId id);
+  /// open(), and on failure: resets both sides and records the refusal. @returns whether it opened.
+  asio::awaitable<bool> establish(OutboundTunnel& t, net::TcpStream& downstream, base::ClientAddr client,
+                                  base::OrigDstAddr target, TraceId id);
   /// Asks the control plane about `key` (on-demand mode): the snapshot that holds the answer, or
   /// the lookup's error (kNotFound: unknown to the control plane; kTimeout: not answered in time).
   asio::awaitable<base::Result<std::shared_ptr<const state::StateSnapshot>>> lookup_on_demand(std::string key);

@@ -107,20 +107,26 @@ void Inbound::count_setup_failure(const base::Error& error, const base::Result<b
 asio::awaitable<void> Inbound::serve_stream(std::shared_ptr<h2::Stream> stream,
                                             std::shared_ptr<const hbone::InboundConnection> conn) {
   // This frame lives as long as the connection: only what the copy and the closing log need.
-  // Checks, authorization and the upstream connect run in open (frame freed first).
+  // Checks, authorization and the upstream connect run in establish (frame freed first).
   Tunnel t;
   auto guard = pod_.tracker.track([&] {
     stream->reset();
     if (t.upstream) t.upstream->reset();
   });
-  auto opened = co_await open(t, guard, *stream, *conn);
-  if (!opened) {
-    refuse(t, *stream, std::move(opened.error()));
-    co_return;
-  }
+  if (!co_await establish(t, guard, *stream, *conn)) co_return;
   Transferred moved;
   co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent, moved);
   record_close(pod_.inputs.metrics, t.rec, moved, std::move(t.closed_by_policy));
+}
+
+asio::awaitable<bool> Inbound::establish(Tunnel& t, ConnectionTracker::Guard& guard, h2::Stream& stream,
+                                         const hbone::InboundConnection& conn) {
+  auto opened = co_await open(t, guard, stream, conn);
+  // open() read every request header it needs; a tunnel that lasts hours need not keep them.
+  stream.release_headers();
+  if (opened) co_return true;
+  refuse(t, stream, std::move(opened.error()));
+  co_return false;
 }
 
 asio::awaitable<std::expected<void, Inbound::Refusal>> Inbound::open(Tunnel& t, ConnectionTracker::Guard& guard,

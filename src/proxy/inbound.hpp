@@ -55,6 +55,10 @@ class Inbound {
     base::Error error;
   };
 
+  /// open(), then frees the request headers; on failure answers and records the refusal.
+  /// @returns whether the tunnel is open.
+  asio::awaitable<bool> establish(Tunnel& t, ConnectionTracker::Guard& guard, h2::Stream& stream,
+                                  const hbone::InboundConnection& conn);
   /// Validates the CONNECT, authorizes it, connects to the app and answers 200.
   asio::awaitable<std::expected<void, Refusal>> open(Tunnel& t, ConnectionTracker::Guard& guard, h2::Stream& stream,
                                                      const hbone::InboundConnection& conn);

@@ -53,7 +53,12 @@ asio::awaitable<base::Result<std::size_t>> Stream::read_some(std::span<std::byte
 }
 
 asio::awaitable<void> Stream::wait_readable() {
-  while (recv_.empty() && !reset_ && !recv_eof_ && !closed_) co_await readable_.wait();
+  // Not a coroutine (an idle tunnel waits here for hours; a frame of its own would live that
+  // long). Not readable now, so a remembered wake-up (e.g. of the request or response HEADERS)
+  // is stale. May still complete spuriously (an empty DATA frame, trailers): see ByteStream.
+  if (readable_now()) return net::ready_now();
+  readable_.clear();
+  return readable_.wait();
 }
 
 asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte> data) {

@@ -9,4 +9,9 @@ namespace meshnode::net {
 /// (Asio 1.22 keeps as_tuple under experimental.)
 inline constexpr auto kNoThrow = asio::experimental::as_tuple(asio::use_awaitable);
 
+/// An awaitable that completes at once, without a scheduler hop: what a plain function returning
+/// asio::awaitable<void> returns when it has nothing to wait for. (Such functions keep their
+/// locals out of the caller's coroutine chain: a frame of their own would live while it waits.)
+asio::awaitable<void> ready_now();
+
 }  // namespace meshnode::net

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <asio/bind_cancellation_slot.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
@@ -49,17 +50,28 @@ asio::awaitable<base::Result<void>> TcpStream::shutdown_write() {
   co_return base::Result<void>{};
 }
 
+asio::awaitable<void> ready_now() { co_return; }
+
 asio::awaitable<void> ByteStream::wait_readable() { co_return; }
 
 asio::awaitable<void> TcpStream::wait_readable() {
-  if (!socket_.is_open()) co_return;
   // Peek first: Asio's epoll registration is edge-triggered, so readiness that arrived before
   // this wait was queued (e.g. the request sent right after connect) would not wake it. Nothing
   // runs on this thread between the peek and queuing the wait, so no edge is lost after it.
-  char byte;
-  ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) co_return;
-  co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, kNoThrow);
+  if (!socket_.is_open() || readable_now()) return ready_now();
+  // Not a coroutine: an idle connection waits here for hours, and a frame of its own would live
+  // that long. The socket's wait completes the awaitable with no value; an error (closed,
+  // cancelled) completes it too, and the read that follows reports it. The waiter's cancellation
+  // slot is passed on, so a DrainScope cancel still ends the wait.
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+      [this](auto waiter) {
+        auto slot = asio::get_associated_cancellation_slot(waiter);
+        socket_.async_wait(asio::ip::tcp::socket::wait_read,
+                           asio::bind_cancellation_slot(slot, [waiter = std::move(waiter)](const std::error_code&) mutable {
+                             std::move(waiter)();
+                           }));
+      },
+      asio::use_awaitable);
 }
 
 bool TcpStream::readable_now() {
@@ -76,16 +88,10 @@ void TcpStream::reset() {
   socket_.close(ec);
 }
 
-namespace {
-
-asio::awaitable<void> ready() { co_return; }
-
-}  // namespace
-
 asio::awaitable<void> Signal::wait() {
   if (pending_) {
     pending_ = false;
-    return ready();
+    return ready_now();
   }
   return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
       [this](Waiter waiter) { waiter_.emplace(std::move(waiter)); }, asio::use_awaitable);

@@ -27,9 +27,11 @@ class ByteStream {
   virtual asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) = 0;
   virtual asio::awaitable<base::Result<void>> shutdown_write() = 0;
   virtual void reset() = 0;
-  /// Completes once `read_some` would not wait (bytes, EOF, a reset or an error are pending).
-  /// Lets a reader allocate its buffer only when there is something to read: an idle connection
-  /// then holds no read buffer. The default completes at once (always correct, saves nothing).
+  /// Completes once `read_some` would not wait (bytes, EOF, a reset or an error are pending), or
+  /// spuriously (an HTTP/2 stream wakes for its response headers too): a caller that must not
+  /// allocate for nothing re-checks `readable_now()`. Lets a reader allocate its buffer only when
+  /// there is something to read: an idle connection then holds no read buffer. The default
+  /// completes at once (always correct, saves nothing).
   virtual asio::awaitable<void> wait_readable();
   /// Whether `read_some` would complete without waiting, now. Lets a reader give its buffer back
   /// while the stream has nothing for it. The default says true (always correct, saves nothing).
@@ -74,6 +76,9 @@ class Signal {
   asio::awaitable<void> wait();
   /// Wakes the waiter (posted to its executor, never run inline), or remembers the notification.
   void notify();
+  /// Forgets a remembered notification: for a waiter that has just checked its condition itself
+  /// and found it false, an earlier notify() is stale and would only wake it for nothing.
+  void clear() noexcept { pending_ = false; }
 
  private:
   using Waiter = asio::async_result<asio::use_awaitable_t<>, void()>::handler_type;

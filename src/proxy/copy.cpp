@@ -73,7 +73,9 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
     const std::size_t want = read_size(d.bytes);
     if (!first && want > kSmall && !from.readable_now()) {
       buf.reset();
-      co_await from.wait_readable();
+      // A spurious wake-up must not allocate (and then hold, waiting in the read) a big buffer.
+      do co_await from.wait_readable();
+      while (!from.readable_now());
     }
     if (!buf || size != want) {
       size = want;
@@ -96,29 +98,37 @@ asio::awaitable<void> copy_bidirectional(net::ByteStream& downstream, net::ByteS
   // The server → client direction runs as its own coroutine, the other one inline; this costs
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
   // parallel group), and idle connections are what this memory is multiplied by.
-  auto ex = co_await asio::this_coro::executor;
-  net::Signal done;
-  Direction down;
-  bool down_finished = false;
+  // The spawned direction and how it ended, in this frame. Its completion handler holds one
+  // pointer to it: Asio's co_spawn frame keeps three copies of the handler.
+  struct Spawned {
+    net::ByteStream& from;
+    net::ByteStream& to;
+    Direction d;
+    bool finished = false;
+    net::Signal done;
+  };
+  Spawned down{upstream, downstream};
   // A structured child, joined below before this frame ends (so not a DrainScope task): the
   // exception that ended it, if any, comes back through the completion handler.
-  asio::co_spawn(ex, copy_one_way(upstream, downstream, to_downstream, down), [&](std::exception_ptr e) {
-    if (e) {
-      down.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
-      spdlog::error("copy\ttask failed\terror=\"{}\"", down.error->context);
-      upstream.reset();
-      downstream.reset();
-    }
-    down_finished = true;
-    done.notify();
-  });
+  asio::co_spawn(co_await asio::this_coro::executor, copy_one_way(upstream, downstream, to_downstream, down.d),
+                 [child = &down](std::exception_ptr e) {
+                   if (e) {
+                     child->d.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " +
+                                                                             base::exception_message(e)};
+                     spdlog::error("copy\ttask failed\terror=\"{}\"", child->d.error->context);
+                     child->from.reset();
+                     child->to.reset();
+                   }
+                   child->finished = true;
+                   child->done.notify();
+                 });
   Direction up;
   co_await copy_one_way(downstream, upstream, to_upstream, up);
   // The spawned direction refers to this frame: it must end before this coroutine returns.
-  while (!down_finished) co_await done.wait();
+  while (!down.finished) co_await down.done.wait();
   moved.downstream_to_upstream = up.bytes;
-  moved.upstream_to_downstream = down.bytes;
-  moved.error = up.error ? std::move(up.error) : std::move(down.error);
+  moved.upstream_to_downstream = down.d.bytes;
+  moved.error = up.error ? std::move(up.error) : std::move(down.d.error);
 }
 
 }  // namespace meshnode::proxy

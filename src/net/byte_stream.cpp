@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <cassert>
 #include <cerrno>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/post.hpp>
@@ -94,7 +95,14 @@ asio::awaitable<void> Signal::wait() {
     return ready_now();
   }
   return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-      [this](Waiter waiter) { waiter_.emplace(std::move(waiter)); }, asio::use_awaitable);
+      [this](Waiter waiter) {
+        // One waiter at a time (every owner has one reader or one writer per Signal): a second
+        // would replace the first, whose coroutine would then never resume. Checked in debug
+        // builds, where every test runs.
+        assert(!waiter_ && "net::Signal: a second coroutine waits while one is parked");
+        waiter_.emplace(std::move(waiter));
+      },
+      asio::use_awaitable);
 }
 
 void Signal::notify() {

@@ -72,7 +72,7 @@ class Signal {
   Signal& operator=(const Signal&) = delete;
 
   /// Completes at once (without a scheduler hop) if notified since the last wait, else on the next
-  /// notify(). At most one waiter at a time.
+  /// notify(). At most one waiter at a time (asserted in debug builds).
   asio::awaitable<void> wait();
   /// Wakes the waiter (posted to its executor, never run inline), or remembers the notification.
   void notify();

@@ -7,14 +7,13 @@
 
 #include "hbone/headers.hpp"
 #include "net/await_callback.hpp"
+#include "net/awaitable.hpp"
 #include "net/socket.hpp"
 #include "proxy/copy.hpp"
 #include "state/route.hpp"
 
 namespace meshnode::proxy {
 namespace {
-
-asio::awaitable<void> nothing() { co_return; }
 
 // Istio baggage of the source workload (research §2.1), only non-empty members, in this order.
 std::string baggage_of(const state::Workload& w) {
@@ -69,7 +68,7 @@ asio::awaitable<void> Outbound::serve(asio::ip::tcp::socket socket, TraceId id) 
     downstream.reset();
     spdlog::warn("access\tconnection failed\tid={} direction=outbound error=\"{}\"", id.hex(),
                  (peer ? orig.error() : peer.error()).message());
-    return nothing();
+    return net::ready_now();
   }
   return run(std::move(downstream), base::ClientAddr{*peer}, base::OrigDstAddr{*orig}, id);
 }

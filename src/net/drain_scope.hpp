@@ -61,8 +61,10 @@ class DrainScope {
   /// @returns true when idle, false when the deadline passed with tasks still active.
   [[nodiscard]] asio::awaitable<bool> wait_idle(std::chrono::steady_clock::time_point deadline);
 
+  struct State;  // implementation types: opaque, named here for the task's entry coroutine
+  struct Task;
+
  private:
-  struct State;
   std::shared_ptr<State> state_;
 };
 

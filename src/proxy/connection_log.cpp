@@ -75,30 +75,29 @@ void log_connection(const ConnectionRecord& r) {
       r.dst_addr.empty() ? "-" : r.dst_addr, r.dst_hbone_addr.empty() ? "-" : r.dst_hbone_addr,
       r.dst_service.empty() ? "-" : r.dst_service, l.destination_workload.empty() ? "-" : l.destination_workload,
       l.destination_workload_namespace.empty() ? "-" : l.destination_workload_namespace,
-      quoted_or_dash(l.destination_principal), r.direction, r.bytes_sent, r.bytes_recv, ms.count());
-  if (is_failure(r.error)) {
-    spdlog::error("{} error=\"{}\"", line, r.error->message());
-  } else if (r.error) {
+      quoted_or_dash(l.destination_principal), r.direction, r.moved.upstream_to_downstream, r.moved.downstream_to_upstream, ms.count());
+  const auto& error = r.moved.error;
+  if (is_failure(error)) {
+    spdlog::error("{} error=\"{}\"", line, error->message());
+  } else if (error) {
     // A reset or close by a peer is how TCP ends, not a proxy failure; but "0 bytes" alone would
     // hide which side ended it and how.
-    spdlog::info("{} ended=\"{}\"", line, r.error->message());
+    spdlog::info("{} ended=\"{}\"", line, error->message());
   } else {
     spdlog::info("{}", line);
   }
 }
 
-void record_close(TcpMetrics& metrics, ConnectionRecord& rec, Transferred& moved, std::optional<base::Error> outcome) {
-  rec.bytes_recv = moved.downstream_to_upstream;
-  rec.bytes_sent = moved.upstream_to_downstream;
-  rec.error = outcome ? std::move(outcome) : std::move(moved.error);
-  metrics.on_close(rec.labels(), response_flags_for(rec.error), is_failure(rec.error));
+void record_close(TcpMetrics& metrics, ConnectionRecord& rec, std::optional<base::Error> outcome) {
+  if (outcome) rec.moved.error = std::move(outcome);
+  metrics.on_close(rec.labels(), response_flags_for(rec.moved.error), is_failure(rec.moved.error));
   log_connection(rec);
 }
 
 void record_refusal(TcpMetrics& metrics, ConnectionRecord& rec, base::Error error, bool opened) {
   if (!opened) metrics.on_open(rec.labels());
-  rec.error = std::move(error);
-  metrics.on_close(rec.labels(), response_flags_for(rec.error), true);
+  rec.moved.error = std::move(error);
+  metrics.on_close(rec.labels(), response_flags_for(rec.moved.error), true);
   log_connection(rec);
 }
 

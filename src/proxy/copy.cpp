@@ -1,12 +1,12 @@
 #include "proxy/copy.hpp"
 
-#include <asio/co_spawn.hpp>
-#include <asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
 #include <exception>
 #include <memory>
 #include <span>
+
+#include "net/thread_entry.hpp"
 
 namespace meshnode::proxy {
 namespace {
@@ -17,9 +17,11 @@ constexpr std::size_t kLarge = 256 * 1024 - 64;
 constexpr std::uint64_t kMediumAfter = 128 * 1024;
 constexpr std::uint64_t kLargeAfter = 10 * 1024 * 1024;
 
+// Where one direction counts its bytes and puts its error: the caller's Transferred, so that the
+// copy's frames hold no outcome of their own.
 struct Direction {
-  std::uint64_t bytes = 0;
-  std::optional<base::Error> error;
+  std::uint64_t& bytes;
+  std::optional<base::Error>& error;
 };
 
 // The read size for a direction that has moved `bytes` so far (ztunnel's schedule).
@@ -90,45 +92,59 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
   to.reset();
 }
 
+// The direction copy_bidirectional runs on a thread of its own, and how it ended; in the parent's
+// frame, which joins it before ending.
+struct Spawned {
+  net::ByteStream& from;
+  net::ByteStream& to;
+  telemetry::Counter* counter;
+  std::uint64_t& bytes;
+  std::optional<base::Error> error;  // merged into the Transferred once joined
+  bool finished = false;
+  net::Signal done;
+};
+
+// Ends the connection after an exception escaped the spawned direction; the exception comes back
+// to the parent as the direction's error. A plain function: its temporaries would otherwise take
+// slots in the thread's frame for the connection's whole life.
+void fail(Spawned& child, const std::exception_ptr& e) noexcept {
+  child.error =
+      base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " + base::exception_message(e)};
+  spdlog::error("copy\ttask failed\terror=\"{}\"", child.error->context);
+  child.from.reset();
+  child.to.reset();
+}
+
+// The spawned direction's thread (net::launch: a co_spawn entry frame would cost 448 B per
+// connection).
+net::ThreadEntry run_spawned(Spawned* child) {
+  Direction d{child->bytes, child->error};
+  try {
+    co_await copy_one_way(child->from, child->to, child->counter, d);
+  } catch (...) {
+    fail(*child, std::current_exception());
+  }
+  child->finished = true;
+  child->done.notify();
+}
+
 }  // namespace
 
 asio::awaitable<void> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
                                          telemetry::Counter* to_upstream, telemetry::Counter* to_downstream,
                                          Transferred& moved) {
-  // The server → client direction runs as its own coroutine, the other one inline; this costs
+  // The server → client direction runs as a thread of its own, the other one inline; this costs
   // about 2 KB less per connection than awaitable_operators' `&&` (which spawns both and keeps a
-  // parallel group), and idle connections are what this memory is multiplied by.
-  // The spawned direction and how it ended, in this frame. Its completion handler holds one
-  // pointer to it: Asio's co_spawn frame keeps three copies of the handler.
-  struct Spawned {
-    net::ByteStream& from;
-    net::ByteStream& to;
-    Direction d;
-    bool finished = false;
-    net::Signal done;
-  };
-  Spawned down{upstream, downstream};
-  // A structured child, joined below before this frame ends (so not a DrainScope task): the
-  // exception that ended it, if any, comes back through the completion handler.
-  asio::co_spawn(co_await asio::this_coro::executor, copy_one_way(upstream, downstream, to_downstream, down.d),
-                 [child = &down](std::exception_ptr e) {
-                   if (e) {
-                     child->d.error = base::Error{base::Errc::kInternal, "copy upstream -> downstream failed: " +
-                                                                             base::exception_message(e)};
-                     spdlog::error("copy\ttask failed\terror=\"{}\"", child->d.error->context);
-                     child->from.reset();
-                     child->to.reset();
-                   }
-                   child->finished = true;
-                   child->done.notify();
-                 });
-  Direction up;
+  // parallel group), and idle connections are what this memory is multiplied by. A structured
+  // child, joined below before this frame ends (so not a DrainScope task).
+  Spawned down{upstream, downstream, to_downstream, moved.upstream_to_downstream};
+  co_await net::launch_here(run_spawned(&down));
+  Direction up{moved.downstream_to_upstream, moved.error};
   co_await copy_one_way(downstream, upstream, to_upstream, up);
   // The spawned direction refers to this frame: it must end before this coroutine returns.
   while (!down.finished) co_await down.done.wait();
-  moved.downstream_to_upstream = up.bytes;
-  moved.upstream_to_downstream = down.d.bytes;
-  moved.error = up.error ? std::move(up.error) : std::move(down.d.error);
+  // The first error of either direction; this one's when both failed.
+  if (!moved.error) moved.error = std::move(down.error);
 }
 
 }  // namespace meshnode::proxy

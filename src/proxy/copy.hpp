@@ -8,15 +8,9 @@
 #include "telemetry/metrics.hpp"
 #include "base/error.hpp"
 #include "net/byte_stream.hpp"
+#include "proxy/transferred.hpp"
 
 namespace meshnode::proxy {
-
-/// Bytes moved by copy_bidirectional, per direction.
-struct Transferred {
-  std::uint64_t downstream_to_upstream = 0;  ///< bytes, client → server
-  std::uint64_t upstream_to_downstream = 0;  ///< bytes, server → client
-  std::optional<base::Error> error;           ///< first error of either direction, if any
-};
 
 /// Copies both directions concurrently until each has seen EOF; EOF on one side half-closes the
 /// other (shutdown_write), so half-closed protocols work. A reset or error on either side resets
@@ -25,9 +19,10 @@ struct Transferred {
 /// schedule). A direction holds no buffer before its first byte, and gives a 16 or 256 KiB one
 /// back whenever a read drained its source and nothing more is readable, so idle and stalled
 /// connections stay small (≤ 1 KiB per direction). `to_upstream`/`to_downstream` (may be null) are
-/// incremented live. The outcome goes to `moved` (a result would take a slot in the frame of every
-/// caller for the connection's whole life: GCC keeps co_await results in the frame). Runs on the
-/// streams' thread.
+/// incremented live. The outcome goes to `moved`, which must start empty: its byte counts grow as
+/// the bytes move, and its error is the first of either direction (client → server's if both). Not a
+/// result: that would take a slot in the frame of every caller for the connection's whole life
+/// (GCC keeps co_await results in the frame). Runs on the streams' thread.
 asio::awaitable<void> copy_bidirectional(net::ByteStream& downstream, net::ByteStream& upstream,
                                          telemetry::Counter* to_upstream, telemetry::Counter* to_downstream,
                                          Transferred& moved);

@@ -114,9 +114,8 @@ asio::awaitable<void> Inbound::serve_stream(std::shared_ptr<h2::Stream> stream,
     if (t.upstream) t.upstream->reset();
   });
   if (!co_await establish(t, guard, *stream, *conn)) co_return;
-  Transferred moved;
-  co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent, moved);
-  record_close(pod_.inputs.metrics, t.rec, moved, std::move(t.closed_by_policy));
+  co_await copy_bidirectional(*stream, *t.upstream, t.counters->received, t.counters->sent, t.rec.moved);
+  record_close(pod_.inputs.metrics, t.rec, std::move(t.closed_by_policy));
 }
 
 asio::awaitable<bool> Inbound::establish(Tunnel& t, ConnectionTracker::Guard& guard, h2::Stream& stream,

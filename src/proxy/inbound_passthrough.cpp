@@ -66,9 +66,8 @@ asio::awaitable<void> InboundPassthrough::serve(asio::ip::tcp::socket socket, Tr
     co_return;
   }
   upstream = std::make_unique<net::TcpStream>(std::move(*connected));
-  Transferred moved;
-  co_await copy_bidirectional(downstream, *upstream, counters.received, counters.sent, moved);
-  record_close(pod_.inputs.metrics, rec, moved, std::move(closed_by_policy));
+  co_await copy_bidirectional(downstream, *upstream, counters.received, counters.sent, rec.moved);
+  record_close(pod_.inputs.metrics, rec, std::move(closed_by_policy));
 }
 
 }  // namespace meshnode::proxy

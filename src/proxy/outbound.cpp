@@ -82,9 +82,8 @@ asio::awaitable<void> Outbound::run(net::TcpStream downstream, base::ClientAddr 
   });
   if (!co_await establish(t, downstream, client, target, id)) co_return;
   // carry()'s two lines, inline: its frame would be one more per connection.
-  Transferred moved;
-  co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent, moved);
-  record_close(pod_.inputs.metrics, t.rec, moved);
+  co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent, t.rec.moved);
+  record_close(pod_.inputs.metrics, t.rec);
 }
 
 asio::awaitable<bool> Outbound::establish(OutboundTunnel& t, net::TcpStream& downstream, base::ClientAddr client,
@@ -165,9 +164,8 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
 }
 
 asio::awaitable<void> Outbound::carry(OutboundTunnel& t, net::TcpStream& downstream) {
-  Transferred moved;
-  co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent, moved);
-  record_close(pod_.inputs.metrics, t.rec, moved);
+  co_await copy_bidirectional(downstream, *t.upstream, t.counters->received, t.counters->sent, t.rec.moved);
+  record_close(pod_.inputs.metrics, t.rec);
 }
 
 void Outbound::refuse(OutboundTunnel& t, base::Error error) {

@@ -49,7 +49,7 @@ TEST(ConnectionLog, CleanEndHasNoReason) {
 TEST(ConnectionLog, PeerResetIsInfoAndSaysHowItEnded) {
   CapturedLog log;
   auto r = record();
-  r.error = base::Error{base::Errc::kReset, "HBONE stream refused by the peer (REFUSED_STREAM)"};
+  r.moved.error = base::Error{base::Errc::kReset, "HBONE stream refused by the peer (REFUSED_STREAM)"};
   log_connection(r);
   EXPECT_EQ(log.text().rfind("info ", 0), 0u) << log.text();
   EXPECT_NE(log.text().find("ended=\"") , std::string::npos) << log.text();
@@ -59,7 +59,7 @@ TEST(ConnectionLog, PeerResetIsInfoAndSaysHowItEnded) {
 TEST(ConnectionLog, FailureIsAnErrorWithItsReason) {
   CapturedLog log;
   auto r = record();
-  r.error = base::Error{base::Errc::kPolicyDenied, "denied by policy ns/deny-all"};
+  r.moved.error = base::Error{base::Errc::kPolicyDenied, "denied by policy ns/deny-all"};
   log_connection(r);
   EXPECT_EQ(log.text().rfind("error ", 0), 0u) << log.text();
   EXPECT_NE(log.text().find("error=\"") , std::string::npos) << log.text();

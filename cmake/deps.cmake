@@ -17,10 +17,18 @@ find_package(gRPC CONFIG REQUIRED)
 # ASIO_SEPARATE_COMPILATION: Asio's non-template code is compiled once (meshnode_asio_impl,
 # src/net/asio_impl.cpp, which also gives the reactor's per-socket records a heap of their own)
 # instead of inline in every translation unit that includes Asio.
+# ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING: coroutine frames come from the allocator (jemalloc in
+# release), not from Asio's per-thread cache. That cache hands a freed frame to the next frame
+# that fits, whatever its size, so a connection's long-lived frames sat in the 640 B blocks of
+# the short-lived connect frames before them, and every cached block is one byte over its size
+# (its length tag), which puts a 512 B frame in the 640 B class. Idle HBONE connections at
+# 10,000 (issue 15): proxy A 5.46 -> 5.21 KB, proxy B 5.54 -> 5.19 KB per connection. A frame
+# allocation then costs a jemalloc thread-cache hit instead of a cache probe.
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
 add_library(meshnode_asio_impl STATIC ${PROJECT_SOURCE_DIR}/src/net/asio_impl.cpp)
 target_include_directories(meshnode_asio_impl SYSTEM PUBLIC ${ASIO_INCLUDE_DIR})
-target_compile_definitions(meshnode_asio_impl PUBLIC ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_SEPARATE_COMPILATION)
+target_compile_definitions(meshnode_asio_impl PUBLIC ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_SEPARATE_COMPILATION
+                                                      ASIO_DISABLE_AWAITABLE_FRAME_RECYCLING)
 target_link_libraries(meshnode_asio_impl PUBLIC Threads::Threads)
 # asio_impl.cpp implements net/reactor_records.hpp.
 target_include_directories(meshnode_asio_impl PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -110,12 +110,22 @@ class H2AbuseTest : public ClusterTest {
 };
 
 TEST_F(H2AbuseTest, ProxySurvivesEveryProbeWithBoundedMemory) {
+#ifdef __SANITIZE_ADDRESS__
+  // An ASan proxy keeps freed blocks in its quarantine, and since coroutine frames come from the
+  // allocator (no Asio frame recycling) every frame of a 50,000-PING flood lands there: +31 MB
+  // measured for ping_flood. The release build holds the real 30 MB bound.
+  constexpr long kMaxGrowthKib = 64 * 1024;
+#else
+  constexpr long kMaxGrowthKib = 30 * 1024;
+#endif
   for (const char* probe : {"rapid_reset", "continuation_flood", "hpack_bomb", "huge_headers", "settings_flood",
                             "ping_flood", "window_update_overflow", "zero_window", "even_stream_ids",
                             "reused_stream_ids", "data_on_closed", "scheme_path", "bad_authority", "non_connect"}) {
-    run_probe(probe);
+    run_probe(probe, /*read=*/true, {}, kMaxGrowthKib);
   }
-  for (const char* probe : {"settings_flood", "ping_flood", "zero_window"}) run_probe(probe, /*read=*/false);
+  for (const char* probe : {"settings_flood", "ping_flood", "zero_window"}) {
+    run_probe(probe, /*read=*/false, {}, kMaxGrowthKib);
+  }
 }
 
 // Defect 3 at the scale: 5 connections x 100 streams, each asking the app for 8 MiB with a

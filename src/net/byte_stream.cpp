@@ -6,6 +6,7 @@
 
 #include <cassert>
 #include <cerrno>
+#include <utility>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
@@ -30,6 +31,10 @@ base::Error to_error(const std::error_code& ec, const char* what) {
 }  // namespace
 
 asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::byte> buf) {
+  if (deferred_errno_ != 0) {
+    const std::error_code ec(std::exchange(deferred_errno_, 0), asio::error::get_system_category());
+    co_return std::unexpected(to_error(ec, "tcp read"));
+  }
   const auto into = asio::buffer(buf.data(), buf.size());
   auto [ec, n] = co_await socket_.async_read_some(into, kNoThrow);
   if (ec == asio::error::eof) co_return 0;
@@ -76,11 +81,17 @@ asio::awaitable<void> TcpStream::wait_readable() {
 }
 
 bool TcpStream::readable_now() {
-  if (!socket_.is_open()) return true;
+  if (!socket_.is_open() || deferred_errno_ != 0) return true;
   char byte;
   ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  if (n >= 0) return true;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+  // Even a peek takes the pending error off the socket (ECONNRESET is reported once): kept for
+  // read_some, or the peer's RST would come out of the next read as a clean EOF.
+  if (errno != EINTR) deferred_errno_ = errno;
+  return true;
 }
+
 
 void TcpStream::reset() {
   std::error_code ec;

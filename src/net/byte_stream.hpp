@@ -48,13 +48,16 @@ class TcpStream final : public ByteStream {
   asio::awaitable<base::Result<void>> shutdown_write() override;
   void reset() override;
   asio::awaitable<void> wait_readable() override;
-  /// One MSG_PEEK recv: bytes, EOF or an error pending.
+  /// One MSG_PEEK recv: bytes, EOF or an error pending. An error the peek meets (ECONNRESET...)
+  /// is kept and returned by the next read_some: the kernel reports a reset only once, even to a
+  /// peek, and a later recv would see a plain EOF.
   [[nodiscard]] bool readable_now() override;
 
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
 
  private:
   asio::ip::tcp::socket socket_;
+  int deferred_errno_ = 0;  ///< an error a peek met, for the next read_some
 };
 
 /// A level-triggered wake-up for one waiting coroutine on a single-threaded io_context:

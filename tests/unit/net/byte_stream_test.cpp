@@ -17,6 +17,7 @@
 #include "net/awaitable.hpp"
 #include "net/byte_stream.hpp"
 #include "net/deadline.hpp"
+#include "unit/support/eventually.hpp"
 
 namespace meshnode::net {
 namespace {
@@ -383,6 +384,24 @@ TEST(TcpStream, WaitReadableSeesBytesAndEofThatArrivedBeforeTheWait) {
   EXPECT_EQ(got.data, "early");
   ASSERT_TRUE(got.end.has_value());
   EXPECT_EQ(*got.end, 0u);
+}
+
+// The copy engine peeks (readable_now) before its reads: a peer's RST that the peek meets must
+// still come out of the read as a reset, or the other side would get a FIN for an aborted stream.
+TEST(TcpStream, AResetSeenByReadableNowIsReportedByReadSome) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  pair.client.set_option(asio::socket_base::linger(true, 0));
+  pair.client.close();  // RST
+  ASSERT_TRUE(testing_support::eventually([&] { return server.readable_now(); }));
+  EXPECT_TRUE(server.readable_now()) << "still readable: the reset is pending";
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  ASSERT_FALSE(got.end) << "the peeked reset became an EOF";
+  EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
 }
 
 }  // namespace

@@ -43,6 +43,21 @@ asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::b
 }
 
 asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::byte> data) {
+  // Sent here first: when the socket takes it all (the common case), the caller goes on without
+  // the scheduler hop (and the extra epoll_wait) of an Asio write completing immediately. Only
+  // what the socket did not take waits in Asio's write.
+  while (!data.empty() && socket_.is_open()) {
+    const ssize_t n = ::send(socket_.native_handle(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data = data.subspan(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    const std::error_code ec(n < 0 ? errno : EPIPE, asio::error::get_system_category());
+    co_return std::unexpected(to_error(ec, "tcp write"));
+  }
+  if (data.empty()) co_return base::Result<void>{};
   const auto from = asio::buffer(data.data(), data.size());
   auto [ec, n] = co_await asio::async_write(socket_, from, kNoThrow);
   if (ec) co_return std::unexpected(to_error(ec, "tcp write"));
@@ -92,6 +107,17 @@ bool TcpStream::readable_now() {
   return true;
 }
 
+std::size_t TcpStream::read_now(std::span<std::byte> buf) {
+  if (buf.empty() || deferred_errno_ != 0 || !socket_.is_open()) return 0;
+  for (;;) {
+    const ssize_t n = ::recv(socket_.native_handle(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) return static_cast<std::size_t>(n);
+    if (n == 0) return 0;  // EOF stays: the next recv sees it again
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) deferred_errno_ = errno;
+    return 0;
+  }
+}
 
 void TcpStream::reset() {
   std::error_code ec;

@@ -36,6 +36,11 @@ class ByteStream {
   /// Whether `read_some` would complete without waiting, now. Lets a reader give its buffer back
   /// while the stream has nothing for it. The default says true (always correct, saves nothing).
   [[nodiscard]] virtual bool readable_now() { return true; }
+  /// Takes up to buf.size() bytes that are already here, without waiting: the bytes taken, or 0
+  /// when nothing is pending. EOF and errors are never reported here: they stay for the next
+  /// `read_some` (a reader that gets 0 simply reads again). Lets a reader whose small buffer came
+  /// back full gather the rest of a burst into one write. The default takes nothing.
+  [[nodiscard]] virtual std::size_t read_now(std::span<std::byte> /*buf*/) { return 0; }
 };
 
 /// ByteStream over a connected TCP socket. `reset()` closes with SO_LINGER 0 so the peer sees RST.
@@ -52,12 +57,14 @@ class TcpStream final : public ByteStream {
   /// is kept and returned by the next read_some: the kernel reports a reset only once, even to a
   /// peek, and a later recv would see a plain EOF.
   [[nodiscard]] bool readable_now() override;
+  /// One non-blocking recv. An error it meets is kept for read_some, as readable_now's.
+  [[nodiscard]] std::size_t read_now(std::span<std::byte> buf) override;
 
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
 
  private:
   asio::ip::tcp::socket socket_;
-  int deferred_errno_ = 0;  ///< an error a peek met, for the next read_some
+  int deferred_errno_ = 0;  ///< an error a peek or read_now met, for the next read_some
 };
 
 /// A level-triggered wake-up for one waiting coroutine on a single-threaded io_context:

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <span>
@@ -31,13 +33,33 @@ std::size_t read_size(std::uint64_t bytes) {
 
 enum class Step { kMore, kEof, kFailed };
 
+// A small read that came back full is most likely the head of a bigger message (an HTTP request
+// of 1 KiB body plus headers): takes the rest that is already here into a 16 KiB buffer, so the
+// message goes on as one write (one DATA frame, one TLS record, one send) instead of two.
+// `buf`/`size` are the caller's buffer, swapped for the bigger one when there is more; returns
+// the bytes now held.
+std::size_t gather_rest(net::ByteStream& from, std::unique_ptr<std::byte[]>& buf, std::size_t& size,
+                        std::size_t held) {
+  std::array<std::byte, kSmall> probe;  // no 16 KiB allocation for a message of exactly 1 KiB
+  const std::size_t more = from.read_now(probe);
+  if (more == 0) return held;
+  auto bigger = std::make_unique_for_overwrite<std::byte[]>(kMedium);
+  std::memcpy(bigger.get(), buf.get(), held);
+  std::memcpy(bigger.get() + held, probe.data(), more);
+  held += more;
+  if (more == probe.size()) held += from.read_now(std::span(bigger.get() + held, kMedium - held));
+  buf = std::move(bigger);
+  size = kMedium;
+  return held;
+}
+
 // One read and the write of what it read. A coroutine of its own so that the frame an idle
 // connection holds per direction (copy_one_way's, waiting for readability) carries none of the
 // read and write results: GCC 12 gives every local of a coroutine, and the result of every
 // co_await, a slot in the frame for the coroutine's whole life (issue 15, idle memory).
-asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::span<std::byte> buf, Direction& d,
-                           telemetry::Counter* counter) {
-  auto n = co_await from.read_some(buf);
+asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::unique_ptr<std::byte[]>& buf,
+                           std::size_t& size, Direction& d, telemetry::Counter* counter) {
+  auto n = co_await from.read_some(std::span(buf.get(), size));
   if (!n) {
     d.error = std::move(n.error());
     co_return Step::kFailed;
@@ -47,7 +69,8 @@ asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::span
     if (!shut) d.error = std::move(shut.error());
     co_return Step::kEof;
   }
-  auto written = co_await to.write_all(buf.first(*n));
+  if (*n == size && size == kSmall) *n = gather_rest(from, buf, size, *n);
+  auto written = co_await to.write_all(std::span(buf.get(), *n));
   if (!written) {
     d.error = std::move(written.error());
     co_return Step::kFailed;
@@ -83,7 +106,7 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
       size = want;
       buf = std::make_unique_for_overwrite<std::byte[]>(size);
     }
-    const Step step = co_await pump(from, to, std::span(buf.get(), size), d, counter);
+    const Step step = co_await pump(from, to, buf, size, d, counter);
     if (step == Step::kEof) co_return;
     if (step == Step::kFailed) break;
   }

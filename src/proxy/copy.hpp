@@ -16,7 +16,9 @@ namespace meshnode::proxy {
 /// other (shutdown_write), so half-closed protocols work. A reset or error on either side resets
 /// both sides (RST ↔ RST_STREAM) and ends both directions. Read buffers grow with the traffic of
 /// their direction: 1 KiB, then 16 KiB after 128 KiB, then 256 KiB after 10 MiB (ztunnel's
-/// schedule). A direction holds no buffer before its first byte, and gives a 16 or 256 KiB one
+/// schedule); a 1 KiB read that comes back full takes what else is already readable (up to 16 KiB)
+/// before writing, so a message just over 1 KiB leaves as one write. A direction holds no buffer
+/// before its first byte, and gives a 16 or 256 KiB one
 /// back whenever a read drained its source and nothing more is readable, so idle and stalled
 /// connections stay small (≤ 1 KiB per direction). `to_upstream`/`to_downstream` (may be null) are
 /// incremented live. The outcome goes to `moved`, which must start empty: its byte counts grow as

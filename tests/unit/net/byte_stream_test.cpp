@@ -386,6 +386,35 @@ TEST(TcpStream, WaitReadableSeesBytesAndEofThatArrivedBeforeTheWait) {
   EXPECT_EQ(*got.end, 0u);
 }
 
+// read_now takes what is already here without waiting, and never swallows the end of the stream:
+// the kernel reports a reset once, so one met by read_now must come back from the next read_some
+// (else the copy engine would turn the peer's RST into a clean FIN).
+TEST(TcpStream, ReadNowTakesWhatIsHereAndLeavesEofAndResetForReadSome) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  std::array<std::byte, 16> buf{};
+  EXPECT_EQ(server.read_now(buf), 0u) << "nothing sent yet";
+  asio::write(pair.client, asio::buffer(std::string_view("abcdef")));
+  ASSERT_TRUE(testing_support::eventually([&] { return server.readable_now(); }));
+  ASSERT_EQ(server.read_now(std::span(buf).first(4)), 4u);
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(buf.data()), 4), "abcd");
+  ASSERT_EQ(server.read_now(buf), 2u);
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(buf.data()), 2), "ef");
+  EXPECT_EQ(server.read_now(buf), 0u) << "drained";
+
+  pair.client.set_option(asio::socket_base::linger(true, 0));
+  pair.client.close();  // RST
+  ASSERT_TRUE(testing_support::eventually([&] { return server.readable_now(); }));
+  EXPECT_EQ(server.read_now(buf), 0u) << "the reset is not reported here";
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  ASSERT_FALSE(got.end) << "the reset read_now met became an EOF";
+  EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
+}
+
 // The copy engine peeks (readable_now) before its reads: a peer's RST that the peek meets must
 // still come out of the read as a reset, or the other side would get a FIN for an aborted stream.
 TEST(TcpStream, AResetSeenByReadableNowIsReportedByReadSome) {
@@ -402,6 +431,24 @@ TEST(TcpStream, AResetSeenByReadableNowIsReportedByReadSome) {
   ASSERT_TRUE(run_until(io, done));
   ASSERT_FALSE(got.end) << "the peeked reset became an EOF";
   EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
+}
+
+TEST(TcpStream, ReadNowLeavesACleanEofForReadSome) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  asio::write(pair.client, asio::buffer(std::string_view("x")));
+  pair.client.shutdown(tcp::socket::shutdown_send);
+  std::array<std::byte, 16> buf{};
+  ASSERT_TRUE(testing_support::eventually([&] { return server.read_now(buf) == 1; }));
+  EXPECT_EQ(server.read_now(buf), 0u);
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
+  ASSERT_TRUE(run_until(io, done));
+  EXPECT_EQ(got.data, "");
+  ASSERT_TRUE(got.end) << got.end.error().message();
+  EXPECT_EQ(*got.end, 0u);
 }
 
 }  // namespace

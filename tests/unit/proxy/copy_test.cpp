@@ -16,6 +16,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "proxy/copy.hpp"
 #include "unit/support/eventually.hpp"
@@ -174,6 +175,60 @@ TEST_F(CopyTest, ADirectionThatStallsAfterTenMiBHoldsNoBuffer) {
   auto result = done_.get_future();
   ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(result.get().downstream_to_upstream, up.size() + more.size());
+}
+
+// An upstream that records each write: what a DATA frame (and a TLS record) would carry. It
+// answers the copy's FIN with its own EOF.
+class RecordingStream final : public net::ByteStream {
+ public:
+  asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte>) override {
+    while (!shut_) co_await wake_.wait();
+    co_return 0;
+  }
+  asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) override {
+    writes.push_back(data.size());
+    received.append(reinterpret_cast<const char*>(data.data()), data.size());
+    co_return base::Result<void>{};
+  }
+  asio::awaitable<base::Result<void>> shutdown_write() override {
+    reset();
+    co_return base::Result<void>{};
+  }
+  void reset() override {
+    shut_ = true;
+    wake_.notify();
+  }
+
+  std::vector<std::size_t> writes;
+  std::string received;
+
+ private:
+  bool shut_ = false;
+  net::Signal wake_;
+};
+
+// An HTTP request of a 1 KiB body plus its headers, already received in full: it goes upstream as
+// one write, not as a 1 KiB write and a 105 B one (two DATA frames, two TLS records, two sends).
+// What the 1 KiB buffer could not hold is taken without waiting; a message that is only partly
+// here is not waited for.
+TEST(CopyGather, AMessageJustOverOneKiBThatIsAllHereLeavesAsOneWrite) {
+  asio::io_context io;
+  auto [client, server] = tcp_pair();
+  const std::string request = pattern(1129, 7);
+  ASSERT_TRUE(write_all(client, request));
+  ::shutdown(client, SHUT_WR);
+  net::TcpStream downstream(asio::ip::tcp::socket(io, asio::ip::tcp::v4(), server));
+  RecordingStream upstream;
+  Transferred moved;
+  bool done = false;
+  asio::co_spawn(io, copy_bidirectional(downstream, upstream, nullptr, nullptr, moved),
+                 [&](std::exception_ptr) { done = true; });
+  io.run_for(5s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(upstream.received, request);
+  EXPECT_EQ(upstream.writes, std::vector<std::size_t>{request.size()});
+  EXPECT_FALSE(moved.error) << moved.error->context;
+  ::close(client);
 }
 
 }  // namespace

@@ -46,7 +46,11 @@ class Stream final : public net::ByteStream, public StreamCore {
   void reset() override;
   asio::awaitable<void> wait_readable() override;
   [[nodiscard]] bool readable_now() override { return !recv_.empty() || reset_ || recv_eof_ || closed_; }
-
+  /// Takes received DATA bytes without waiting (returning their window credit, as read_some);
+  /// 0 when none are queued. END_STREAM and resets stay for read_some.
+  [[nodiscard]] std::size_t read_now(std::span<std::byte> buf) override {
+    return recv_.empty() ? 0 : take_received(buf);
+  }
 
   /// Client: waits for the response HEADERS; returns :status. Errc::kReset/kClosed if the stream
   /// or the connection ends first.

@@ -111,6 +111,34 @@ TEST(H2Stream, ServerSpeaksFirst) {
   lo.run(server_speaks_first(lo));
 }
 
+// read_now takes the stream's received bytes without waiting and returns their window credit as
+// read_some does: 1 MiB (more than the stream's window) arrives through read_now alone.
+asio::awaitable<void> read_now_drains_without_waiting(HboneLoopback& lo) {
+  constexpr std::size_t kSize = 1 << 20;
+  auto stream = co_await lo.connect("first", "rn", kSize, 12);
+  CO_ASSERT(stream, stream.error().message());
+  Bytes got;
+  std::array<std::byte, 4096> buf{};
+  while (got.size() < kSize) {
+    co_await (*stream)->wait_readable();
+    const std::size_t n = (*stream)->read_now(buf);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  EXPECT_TRUE(got == random_bytes(12, kSize)) << got.size();
+  EXPECT_EQ((*stream)->read_now(buf), 0u) << "nothing more was sent";
+  const auto bye = as_bytes("bye");
+  auto sent = co_await write_and_close(**stream, bye);
+  CO_ASSERT(sent);
+  auto rest = co_await read_to_eof(**stream);
+  CO_ASSERT(rest, rest.error().message());
+  EXPECT_EQ(rest->size(), 3u) << "END_STREAM is left for read_some";
+}
+
+TEST(H2Stream, ReadNowTakesReceivedBytesAndReturnsTheirCredit) {
+  HboneLoopback lo;
+  lo.run(read_now_drains_without_waiting(lo));
+}
+
 asio::awaitable<void> server_reset(HboneLoopback& lo) {
   auto stream = co_await lo.connect("reset", "r", 100'000, 5);
   CO_ASSERT(stream, stream.error().message());

@@ -275,9 +275,23 @@ def main():
         w(cmp("New tunnelled connections/s vs haproxy-tcp", mh.get("cps"), ht.get("cps"), 1.0, le=False, nd=0))
         w(cmp("Proxy CPU per new connection vs haproxy-tcp's", mh.get("mspc"), ht.get("mspc"), 1.0, unit=" ms"))
         pa, pb = mh.get("hv_a"), mh.get("hv_b")
+        # The floor of the same run: the cheapest relay of the same hops (haproxy-tcp: no TLS, no
+        # HTTP/2) and the TLS peers; a figure under haproxy-tcp's is out of reach on this machine.
+        floors = []
+        for c in ("haproxy-tcp", "haproxy", "stunnel"):
+            fa_, fb_ = S.get(c, {}).get("hv_a"), S.get(c, {}).get("hv_b")
+            if None not in (fa_, fb_):
+                floors.append((c, max(fa_, fb_)))
+        floor_s = ("; same run, per proxy (worse side): " + ", ".join(f"{c} {v:.3f}" for c, v in floors)) if floors else ""
         w(lim("1 KiB HTTP at 1,000 req/s, vCPU per proxy (worse of A and B)",
               max(pa, pb) if None not in (pa, pb) else None, ZT_VCPU_PER_1K, nd=3,
-              detail=f" (A {fmt(pa, 3)}, B {fmt(pb, 3)})"))
+              detail=f" (A {fmt(pa, 3)}, B {fmt(pb, 3)}{floor_s})"))
+        relay = dict(floors).get("haproxy-tcp")
+        if relay is not None and relay > ZT_VCPU_PER_1K:
+            w(f"  - The target is below this machine's floor: haproxy-tcp, a relay of the same hops with no TLS "
+              f"and no HTTP/2, needs {relay:.3f} vCPU per proxy (the kernel's TCP path of each message is "
+              f"charged to the proxy that sends it). HBONE vs that floor: {max(pa, pb) / relay:.2f}×; "
+              f"vs haproxy with TLS: {max(pa, pb) / dict(floors).get('haproxy', float('nan')):.2f}×.")
         aes = next((f(r.get("kbytes_per_s")) for r in rows if r["kind"] == "aes"), None)
         if aes and mt.get("pc1") is not None:
             crypt = 2 * 1e9 / (aes * 1000)   # s/GB: encrypt on one proxy + decrypt on the other

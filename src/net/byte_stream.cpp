@@ -44,20 +44,21 @@ asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::b
 
 asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::byte> data) {
   // Sent here first: when the socket takes it all (the common case), the caller goes on without
-  // the scheduler hop (and the extra epoll_wait) of an Asio write completing immediately. Only
-  // what the socket did not take waits in Asio's write.
-  while (!data.empty() && socket_.is_open()) {
-    const ssize_t n = ::send(socket_.native_handle(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // the scheduler hop (and the extra epoll_wait) of an Asio write completing immediately. One
+  // attempt only: a socket that took part of it is full, and a second send would only fail with
+  // EAGAIN; Asio's write waits for room and sends the rest.
+  if (!data.empty() && socket_.is_open()) {
+    ssize_t n;
+    do n = ::send(socket_.native_handle(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
     if (n > 0) {
       data = data.subspan(static_cast<std::size_t>(n));
-      continue;
+      if (data.empty()) co_return base::Result<void>{};
+    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      const std::error_code ec(errno, asio::error::get_system_category());
+      co_return std::unexpected(to_error(ec, "tcp write"));
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    const std::error_code ec(n < 0 ? errno : EPIPE, asio::error::get_system_category());
-    co_return std::unexpected(to_error(ec, "tcp write"));
   }
-  if (data.empty()) co_return base::Result<void>{};
   const auto from = asio::buffer(data.data(), data.size());
   auto [ec, n] = co_await asio::async_write(socket_, from, kNoThrow);
   if (ec) co_return std::unexpected(to_error(ec, "tcp write"));

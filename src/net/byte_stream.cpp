@@ -45,8 +45,8 @@ asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::b
 asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::byte> data) {
   // Sent here first: when the socket takes it all (the common case), the caller goes on without
   // the scheduler hop (and the extra epoll_wait) of an Asio write completing immediately. One
-  // attempt only: a socket that took part of it is full, and a second send would only fail with
-  // EAGAIN; Asio's write waits for room and sends the rest.
+  // attempt only: a socket that took part of it is full, and another send here would only fail
+  // with EAGAIN; Asio's write (whose own first try may meet that EAGAIN once) waits for room.
   if (!data.empty() && socket_.is_open()) {
     ssize_t n;
     do n = ::send(socket_.native_handle(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);

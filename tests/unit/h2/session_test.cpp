@@ -112,14 +112,17 @@ TEST(H2Stream, ServerSpeaksFirst) {
 }
 
 // read_now takes the stream's received bytes without waiting and returns their window credit as
-// read_some does: 1 MiB (more than the stream's window) arrives through read_now alone.
+// read_some does: 2 MiB (twice the stream's 1 MiB window) arrives through read_now alone.
 asio::awaitable<void> read_now_drains_without_waiting(HboneLoopback& lo) {
-  constexpr std::size_t kSize = 1 << 20;
+  constexpr std::size_t kSize = 2 << 20;
   auto stream = co_await lo.connect("first", "rn", kSize, 12);
   CO_ASSERT(stream, stream.error().message());
   Bytes got;
   std::array<std::byte, 4096> buf{};
-  while (got.size() < kSize) {
+  // Each pass takes bytes or parks in wait_readable; a read_now that took nothing while the stream
+  // is readable would spin here without ever suspending, so the passes are counted.
+  for (std::size_t passes = 0; got.size() < kSize; ++passes) {
+    CO_ASSERT(passes < 4 * kSize / buf.size(), "read_now takes nothing from a readable stream");
     co_await (*stream)->wait_readable();
     const std::size_t n = (*stream)->read_now(buf);
     got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));

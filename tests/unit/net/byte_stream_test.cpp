@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -386,6 +387,22 @@ TEST(TcpStream, WaitReadableSeesBytesAndEofThatArrivedBeforeTheWait) {
   EXPECT_EQ(*got.end, 0u);
 }
 
+// Whether the peer's RST (or FIN) has arrived, by poll(2), which, unlike any recv, leaves the
+// socket's pending error in place.
+bool peer_end_arrived(TcpStream& s) {
+  pollfd p{s.socket().native_handle(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLIN)) != 0;
+}
+
+// Reads `s` to its end on `io` (bytes, then EOF or the error).
+ReadAll read_to_end(asio::io_context& io, TcpStream& s) {
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, read_everything(s, got, done), asio::detached);
+  EXPECT_TRUE(run_until(io, done));
+  return got;
+}
+
 // read_now takes what is already here without waiting, and never swallows the end of the stream:
 // the kernel reports a reset once, so one met by read_now must come back from the next read_some
 // (else the copy engine would turn the peer's RST into a clean FIN).
@@ -405,12 +422,9 @@ TEST(TcpStream, ReadNowTakesWhatIsHereAndLeavesEofAndResetForReadSome) {
 
   pair.client.set_option(asio::socket_base::linger(true, 0));
   pair.client.close();  // RST
-  ASSERT_TRUE(testing_support::eventually([&] { return server.readable_now(); }));
+  ASSERT_TRUE(testing_support::eventually([&] { return peer_end_arrived(server); }));
   EXPECT_EQ(server.read_now(buf), 0u) << "the reset is not reported here";
-  bool done = false;
-  ReadAll got;
-  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
-  ASSERT_TRUE(run_until(io, done));
+  const ReadAll got = read_to_end(io, server);
   ASSERT_FALSE(got.end) << "the reset read_now met became an EOF";
   EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
 }
@@ -425,10 +439,7 @@ TEST(TcpStream, AResetSeenByReadableNowIsReportedByReadSome) {
   pair.client.close();  // RST
   ASSERT_TRUE(testing_support::eventually([&] { return server.readable_now(); }));
   EXPECT_TRUE(server.readable_now()) << "still readable: the reset is pending";
-  bool done = false;
-  ReadAll got;
-  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
-  ASSERT_TRUE(run_until(io, done));
+  const ReadAll got = read_to_end(io, server);
   ASSERT_FALSE(got.end) << "the peeked reset became an EOF";
   EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
 }
@@ -442,10 +453,7 @@ TEST(TcpStream, ReadNowLeavesACleanEofForReadSome) {
   std::array<std::byte, 16> buf{};
   ASSERT_TRUE(testing_support::eventually([&] { return server.read_now(buf) == 1; }));
   EXPECT_EQ(server.read_now(buf), 0u);
-  bool done = false;
-  ReadAll got;
-  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
-  ASSERT_TRUE(run_until(io, done));
+  const ReadAll got = read_to_end(io, server);
   EXPECT_EQ(got.data, "");
   ASSERT_TRUE(got.end) << got.end.error().message();
   EXPECT_EQ(*got.end, 0u);

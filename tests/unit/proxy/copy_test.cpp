@@ -224,11 +224,11 @@ TEST(CopyGather, AMessageJustOverOneKiBThatIsAllHereLeavesAsOneWrite) {
   asio::co_spawn(io, copy_bidirectional(downstream, upstream, nullptr, nullptr, moved),
                  [&](std::exception_ptr) { done = true; });
   io.run_for(5s);
+  ::close(client);
   ASSERT_TRUE(done);
   EXPECT_EQ(upstream.received, request);
   EXPECT_EQ(upstream.writes, std::vector<std::size_t>{request.size()});
   EXPECT_FALSE(moved.error) << moved.error->context;
-  ::close(client);
 }
 
 }  // namespace

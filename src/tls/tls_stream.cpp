@@ -39,6 +39,16 @@ int TlsStream::bio_write(BIO* bio, const char* data, std::size_t len, std::size_
   return 1;
 }
 
+long TlsStream::bio_read_watch(BIO* bio, int oper, const char*, std::size_t len, int, long, int ret,
+                               std::size_t* processed) {
+  // Only the result of a read matters; every other call passes through unchanged.
+  if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
+    auto* self = reinterpret_cast<TlsStream*>(BIO_get_callback_arg(bio));
+    if (self != nullptr) self->read_short_ = ret <= 0 || processed == nullptr || *processed < len;
+  }
+  return ret;
+}
+
 namespace {
 
 // Created once; OpenSSL keeps a pointer to it in every BIO made from it, so it is never freed.
@@ -65,6 +75,7 @@ TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL* ssl) : socket_(std::move
   BIO* rbio = BIO_new_socket(fd, BIO_NOCLOSE);
   BIO* wbio = method != nullptr ? BIO_new(method) : nullptr;
   if (rbio != nullptr && wbio != nullptr) {
+    BIO_set_callback_ex(rbio, &TlsStream::bio_read_watch);
     SSL_set_bio(ssl_, rbio, wbio);
     buffers_output_ = true;
     bind_bio();
@@ -86,12 +97,19 @@ TlsStream::TlsStream(TlsStream&& other) noexcept
       ssl_(std::exchange(other.ssl_, nullptr)),
       out_(std::move(other.out_)),
       out_head_(std::exchange(other.out_head_, 0)),
-      buffers_output_(other.buffers_output_) {
+      buffers_output_(other.buffers_output_),
+      read_short_(other.read_short_) {
   bind_bio();
 }
 
 void TlsStream::bind_bio() noexcept {
-  if (ssl_ != nullptr && buffers_output_) BIO_set_data(SSL_get_wbio(ssl_), this);
+  if (ssl_ == nullptr || !buffers_output_) return;
+  BIO_set_data(SSL_get_wbio(ssl_), this);
+  BIO_set_callback_arg(SSL_get_rbio(ssl_), reinterpret_cast<char*>(this));
+}
+
+bool TlsStream::input_drained() const noexcept {
+  return buffers_output_ && read_short_ && SSL_has_pending(ssl_) == 0;
 }
 
 base::Result<void> TlsStream::try_send(const char* what) {

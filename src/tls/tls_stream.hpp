@@ -49,6 +49,12 @@ class TlsStream {
   /// `buffers_output()`; else Errc::kInternal, doing nothing (OpenSSL writes the socket itself:
   /// use write_all). Errc::kTlsHandshake on a TLS error, kReset/kIo/kClosed on a send error.
   [[nodiscard]] base::Result<void> write_now(std::span<const std::byte> data);
+  /// True when the next read_some would have to go to the socket, and the socket's last read
+  /// returned less than OpenSSL asked for (or nothing): a reader that has just handed off
+  /// what it read can let its consumers run before it tries the socket again, which then most
+  /// likely answers EAGAIN (request/response traffic). A hint, never a promise: false whenever
+  /// unsure (before the first read, with OpenSSL on the fd itself).
+  [[nodiscard]] bool input_drained() const noexcept;
   /// True when our output buffer is installed (always, unless the BIO could not be allocated).
   [[nodiscard]] bool buffers_output() const noexcept { return buffers_output_; }
   /// True while ciphertext waits for the socket (only after a read produced some, or an error).
@@ -80,6 +86,9 @@ class TlsStream {
   [[nodiscard]] asio::awaitable<base::Result<void>> flush(const char* what);
   /// The write BIO's callback: appends OpenSSL's records to out_.
   static int bio_write(BIO* bio, const char* data, std::size_t len, std::size_t* written);
+  /// The read BIO's callback (BIO_set_callback_ex): records whether each socket read was short.
+  static long bio_read_watch(BIO* bio, int oper, const char* argp, std::size_t len, int argi, long argl, int ret,
+                             std::size_t* processed);
   void bind_bio() noexcept;
 
   asio::ip::tcp::socket socket_;
@@ -87,6 +96,7 @@ class TlsStream {
   std::vector<std::byte> out_;  ///< ciphertext not yet taken by the socket, from out_head_ on
   std::size_t out_head_ = 0;
   bool buffers_output_ = false;  ///< our output BIO is installed (else OpenSSL writes the socket)
+  bool read_short_ = false;      ///< the socket's last read gave less than asked (see input_drained)
 };
 
 }  // namespace meshnode::tls

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "net/deadline.hpp"
+#include "tls/tls_stream.hpp"
 #include "unit/h2/loopback.hpp"
 #include "unit/h2/raw_h2.hpp"
 
@@ -140,6 +141,66 @@ asio::awaitable<void> read_now_drains_without_waiting(HboneLoopback& lo) {
 TEST(H2Stream, ReadNowTakesReceivedBytesAndReturnsTheirCredit) {
   HboneLoopback lo;
   lo.run(read_now_drains_without_waiting(lo));
+}
+
+// TlsStream::input_drained is the HTTP/2 reader's hint that its next read would find the socket
+// empty (then it runs the woken stream readers before reading again). It must say "drained" after
+// a small message is fully read, and never while OpenSSL still holds decrypted or buffered records.
+asio::awaitable<void> server_handshake(tls::TlsStream& server, bool& done) {
+  auto ok = co_await server.handshake(tls::TlsStream::Role::kServer);
+  EXPECT_TRUE(ok) << ok.error().message();
+  done = true;
+}
+
+asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
+  asio::ip::tcp::acceptor acceptor(lo.io(), asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::socket client_tcp(lo.io());
+  auto [cec] = co_await client_tcp.async_connect(acceptor.local_endpoint(), net::kNoThrow);
+  CO_ASSERT(!cec, cec.message());
+  auto [aec, server_tcp] = co_await acceptor.async_accept(net::kNoThrow);
+  CO_ASSERT(!aec, aec.message());
+  auto client_identity = lo.certs().get(kClientId);
+  auto server_identity = lo.certs().get(kServerId);
+  CO_ASSERT(client_identity && server_identity);
+  tls::TlsStream client(std::move(client_tcp), SSL_new((*client_identity)->client_ctx.get()));
+  tls::TlsStream server(std::move(server_tcp), SSL_new((*server_identity)->server_ctx.get()));
+  bool server_done = false;
+  asio::co_spawn(lo.io(), server_handshake(server, server_done), asio::detached);
+  auto hs = co_await client.handshake(tls::TlsStream::Role::kClient);
+  CO_ASSERT(hs, hs.error().message());
+  const std::function<bool()> handshaken = [&] { return server_done; };
+  CO_ASSERT(co_await wait_until(handshaken));
+
+  // One small message, read whole: nothing left anywhere.
+  auto sent = co_await client.write_all(as_bytes("ping"));
+  CO_ASSERT(sent, sent.error().message());
+  std::array<std::byte, 64> small{};
+  auto got = co_await server.read_some(small);
+  CO_ASSERT(got, got.error().message());
+  EXPECT_EQ(*got, 4u);
+  EXPECT_TRUE(server.input_drained()) << "a fully read small message leaves nothing to read";
+
+  // 30,000 bytes (two records) read 100 bytes at a time: OpenSSL holds the rest meanwhile.
+  const Bytes big = random_bytes(7, 30'000);
+  sent = co_await client.write_all(big);
+  CO_ASSERT(sent, sent.error().message());
+  std::array<std::byte, 100> piece{};
+  std::size_t total = 0;
+  bool drained_early = false;
+  while (total < big.size()) {
+    auto n = co_await server.read_some(piece);
+    CO_ASSERT(n && *n > 0, (n ? std::string("EOF") : n.error().message()));
+    total += *n;
+    if (total < big.size() && server.input_drained()) drained_early = true;
+  }
+  EXPECT_EQ(total, big.size());
+  EXPECT_FALSE(drained_early) << "said drained while decrypted bytes were still buffered";
+  EXPECT_TRUE(server.input_drained());
+}
+
+TEST(TlsStream, InputDrainedOnlyWhenNothingIsBufferedAndTheSocketReadCameUpShort) {
+  HboneLoopback lo;
+  lo.run(input_drained_tracks_the_socket(lo));
 }
 
 asio::awaitable<void> server_reset(HboneLoopback& lo) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <utility>
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/use_awaitable.hpp>
@@ -151,6 +152,16 @@ void Signal::notify() {
   Waiter waiter = std::move(*waiter_);
   waiter_.reset();
   asio::post(std::move(waiter));
+}
+
+void Signal::notify_inline() {
+  if (!waiter_) {
+    pending_ = true;
+    return;
+  }
+  Waiter waiter = std::move(*waiter_);
+  waiter_.reset();
+  asio::dispatch(std::move(waiter));
 }
 
 Signal::~Signal() {

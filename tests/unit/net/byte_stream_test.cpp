@@ -349,6 +349,34 @@ TEST(Signal, NotifyPostsTheWakeUpInsteadOfRunningTheWaiterInline) {
   ASSERT_TRUE(run_until(io, woke, 2s));
 }
 
+// notify_inline() is for a caller whose own state the waiter cannot disturb (the HTTP/2 reader
+// once nghttp2 has returned): the waiter runs before it returns, up to its next suspension.
+TEST(Signal, NotifyInlineRunsTheWaiterBeforeReturning) {
+  asio::io_context io;
+  Signal signal;
+  int wakeups = 0;
+  asio::co_spawn(io, count_wakeups(signal, wakeups), asio::detached);
+  io.run_for(20ms);  // the waiter parks
+  ASSERT_EQ(wakeups, 0);
+  bool checked = false;
+  asio::post(io, [&] {
+    signal.notify_inline();
+    EXPECT_EQ(wakeups, 1) << "the waiter did not run inline";
+    signal.notify_inline();  // it parked again: the second wakes it again, inline too
+    EXPECT_EQ(wakeups, 2);
+    checked = true;
+  });
+  ASSERT_TRUE(run_until(io, checked, 2s));
+  io.run_for(20ms);
+  EXPECT_EQ(wakeups, 2) << "no wake-up may be left queued behind";
+  // With no waiter parked it is remembered, like notify().
+  Signal later;
+  bool woke = false;
+  later.notify_inline();
+  asio::co_spawn(io, wait_once(later, woke), asio::detached);
+  ASSERT_TRUE(run_until(io, woke, 2s));
+}
+
 // Destroyed with a waiter parked, a Signal resumes it (as a destroyed timer did) rather than
 // leaving its coroutine suspended for ever.
 TEST(Signal, DestroyedWithAParkedWaiterResumesIt) {

@@ -22,6 +22,9 @@ using base::fail;
 constexpr std::size_t kReadBuffer = 32 * 1024;
 // Plaintext bytes the reader hands to nghttp2 before it lets other coroutines run.
 constexpr std::size_t kReadYield = 128 * 1024;
+// A read of fewer plaintext bytes than a full TLS record (16 KiB) is a message, not bulk: its
+// readers may run inline (see read_loop).
+constexpr std::size_t kInlineWakeBelow = 16 * 1024;
 nghttp2_nv make_nv(const std::string& name, const std::string& value) {
   return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
                     reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
@@ -90,6 +93,21 @@ asio::awaitable<base::Result<void>> Stream::shutdown_write() {
     session_->send_now();
   }
   co_return base::Result<void>{};
+}
+
+void Stream::wake_readable() {
+  if (wake_deferred_) return;  // already in this read's batch: wake_deferred() wakes it
+  if (session_->defer_wakes_) {
+    // Held by shared_ptr until woken. A stream that already left the table (closed by this very
+    // read) is woken the ordinary way, now.
+    auto it = session_->streams_.find(id_);
+    if (it != session_->streams_.end() && it->second.get() == this) {
+      wake_deferred_ = true;
+      session_->deferred_wakes_.push_back(it->second);
+      return;
+    }
+  }
+  readable_.notify();
 }
 
 void Stream::reset() { session_->reset_stream(*this, NGHTTP2_CONNECT_ERROR); }
@@ -206,6 +224,17 @@ void Session::dispatch_ready() {
   }
 }
 
+void Session::wake_deferred(bool inline_now) {
+  if (deferred_wakes_.empty()) return;
+  waking_.swap(deferred_wakes_);
+  for (auto& stream : waking_) {
+    stream->wake_deferred_ = false;
+    if (inline_now) stream->readable_.notify_inline();
+    else stream->readable_.notify();
+  }
+  waking_.clear();
+}
+
 void Session::wake_writers() {
   if (blocked_writers_ == 0) return;
   for (auto& [id, stream] : streams_) stream->writable_.notify();
@@ -286,16 +315,25 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
     }
     since_yield += *n;
     in_nghttp2_ = true;
+    defer_wakes_ = true;
     ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), *n);
+    defer_wakes_ = false;
     in_nghttp2_ = false;
     if (rv < 0) {
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
+      wake_deferred(false);
       break;
     }
     dispatch_ready();
     // What the read produced (SETTINGS and PING acks, WINDOW_UPDATEs, RST_STREAMs) goes out now,
     // on this coroutine, instead of one scheduler hop later on the writer's.
     send_now();
+    // A small read with the socket most likely empty (request/response traffic): the woken
+    // readers run right here, so a message is forwarded before this reader's next read_some finds
+    // nothing and re-arms the socket (a failed read, an epoll_ctl and a scheduler pass, all on
+    // the message's path). Bulk input (full records, or more waiting) is posted as before: the
+    // readers run once this reader yields, and each forwards many records in one write.
+    wake_deferred(*n < kInlineWakeBelow && socket_.input_drained());
   }
 }
 

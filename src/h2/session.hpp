@@ -65,12 +65,13 @@ class Stream final : public net::ByteStream, public StreamCore {
 
  private:
   friend class Session;
-  void wake_readable() override { readable_.notify(); }
+  void wake_readable() override;
   void wake_writable() override { writable_.notify(); }
 
   std::shared_ptr<Session> session_;
   net::Signal readable_;
   net::Signal writable_;
+  bool wake_deferred_ = false;  ///< in the session's deferred wakes of the read being processed
 };
 
 /// An HTTP/2 connection over TLS, driven by two coroutines (socket → nghttp2, nghttp2 → socket)
@@ -129,6 +130,10 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   /// Hands streams whose request headers completed during the last read to the handler, unless
   /// they were closed (reset) meanwhile: a stream reset in the same read never reaches it.
   void dispatch_ready();
+  /// Wakes the stream readers the last read woke (deferred_wakes_): `inline_now` runs each of
+  /// them here, up to its next suspension (it forwards what it was given before this reader
+  /// touches the socket again); else they are posted, as any other wake-up.
+  void wake_deferred(bool inline_now);
 
   // SessionCore hooks.
   StreamCore* find(std::int32_t stream_id) override;
@@ -152,6 +157,11 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   bool wrote_since_tick_ = false;
   bool writing_ = false;  ///< the write loop is inside socket_.write_all (it may be suspended there)
   bool in_nghttp2_ = false;  ///< an nghttp2 call (and so maybe our callbacks) is on the stack
+  /// While the reader hands a read to nghttp2: stream readers woken by it are collected in
+  /// deferred_wakes_ and woken by wake_deferred() once nghttp2 has returned.
+  bool defer_wakes_ = false;
+  std::vector<std::shared_ptr<Stream>> deferred_wakes_;
+  std::vector<std::shared_ptr<Stream>> waking_;  ///< wake_deferred()'s batch (keeps its capacity)
   bool draining_ = false;
   bool final_goaway_ = false;  ///< the GOAWAY naming our last stream is submitted
   std::string close_reason_;

@@ -314,6 +314,14 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
       break;
     }
     since_yield += *n;
+    // Should anything below throw, the collected wake-ups are still delivered (a stream left
+    // marked as deferred would ignore every later wake-up, its reader parked for ever).
+    struct PostWakesOnUnwind {
+      Session* session;
+      ~PostWakesOnUnwind() {
+        if (session != nullptr) session->wake_deferred(false);
+      }
+    } unwind_guard{this};
     in_nghttp2_ = true;
     defer_wakes_ = true;
     ssize_t rv = nghttp2_session_mem_recv(session_, buf.data(), *n);
@@ -321,8 +329,7 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
     in_nghttp2_ = false;
     if (rv < 0) {
       abort(std::string("HTTP/2 protocol error: ") + nghttp2_strerror(static_cast<int>(rv)));
-      wake_deferred(false);
-      break;
+      break;  // (unwind_guard posts the wake-ups this read collected)
     }
     dispatch_ready();
     // What the read produced (SETTINGS and PING acks, WINDOW_UPDATEs, RST_STREAMs) goes out now,
@@ -333,6 +340,7 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
     // nothing and re-arms the socket (a failed read, an epoll_ctl and a scheduler pass, all on
     // the message's path). Bulk input (full records, or more waiting) is posted as before: the
     // readers run once this reader yields, and each forwards many records in one write.
+    unwind_guard.session = nullptr;
     wake_deferred(*n < kInlineWakeBelow && socket_.input_drained());
   }
 }

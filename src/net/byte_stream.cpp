@@ -144,24 +144,20 @@ asio::awaitable<void> Signal::wait() {
       asio::use_awaitable);
 }
 
-void Signal::notify() {
+std::optional<Signal::Waiter> Signal::take_waiter() {
   if (!waiter_) {
     pending_ = true;
-    return;
+    return std::nullopt;
   }
-  Waiter waiter = std::move(*waiter_);
-  waiter_.reset();
-  asio::post(std::move(waiter));
+  return std::exchange(waiter_, std::nullopt);
+}
+
+void Signal::notify() {
+  if (auto waiter = take_waiter()) asio::post(std::move(*waiter));
 }
 
 void Signal::notify_inline() {
-  if (!waiter_) {
-    pending_ = true;
-    return;
-  }
-  Waiter waiter = std::move(*waiter_);
-  waiter_.reset();
-  asio::dispatch(std::move(waiter));
+  if (auto waiter = take_waiter()) asio::dispatch(std::move(*waiter));
 }
 
 Signal::~Signal() {

@@ -86,10 +86,11 @@ class Signal {
   asio::awaitable<void> wait();
   /// Wakes the waiter (posted to its executor, never run inline), or remembers the notification.
   void notify();
-  /// As notify(), but a waiter runs on this thread before this returns (asio::dispatch from inside
-  /// its io_context), up to its next suspension: one scheduler pass sooner. Only for a caller
-  /// whose own state cannot be disturbed by whatever the waiter does next (never from inside an
-  /// nghttp2 callback). The Signal may be destroyed by the waiter: the caller keeps its owner alive.
+  /// As notify(), but a waiter runs on this thread before this returns, up to its next
+  /// suspension: one scheduler pass sooner (asio::dispatch; called from outside a run() of the
+  /// waiter's io_context on this thread, it is posted like notify()). Only for a caller whose own
+  /// state cannot be disturbed by whatever the waiter does next (never from inside an nghttp2
+  /// callback). The waiter may destroy the Signal: the caller keeps its owner alive.
   void notify_inline();
   /// Forgets a remembered notification: for a waiter that has just checked its condition itself
   /// and found it false, an earlier notify() is stale and would only wake it for nothing.
@@ -97,6 +98,8 @@ class Signal {
 
  private:
   using Waiter = asio::async_result<asio::use_awaitable_t<>, void()>::handler_type;
+  /// The parked waiter, now unparked; none (and the notification remembered) if none is parked.
+  std::optional<Waiter> take_waiter();
   std::optional<Waiter> waiter_;
   bool pending_ = false;
 };

@@ -109,7 +109,7 @@ void TlsStream::bind_bio() noexcept {
 }
 
 bool TlsStream::input_drained() const noexcept {
-  return buffers_output_ && read_short_ && SSL_has_pending(ssl_) == 0;
+  return ssl_ != nullptr && buffers_output_ && read_short_ && SSL_has_pending(ssl_) == 0;
 }
 
 base::Result<void> TlsStream::try_send(const char* what) {

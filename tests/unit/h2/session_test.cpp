@@ -2,6 +2,7 @@
 // hbone::ClientPool: byte integrity, half-close, server-first, resets, per-stream flow control.
 
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 
 #include <array>
 #include <functional>
@@ -163,13 +164,17 @@ asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
   auto server_identity = lo.certs().get(kServerId);
   CO_ASSERT(client_identity && server_identity);
   tls::TlsStream client(std::move(client_tcp), SSL_new((*client_identity)->client_ctx.get()));
-  tls::TlsStream server(std::move(server_tcp), SSL_new((*server_identity)->server_ctx.get()));
+  // Moved once before use, as Session::create moves it: the read BIO's callback must follow.
+  tls::TlsStream first_home(std::move(server_tcp), SSL_new((*server_identity)->server_ctx.get()));
+  tls::TlsStream server(std::move(first_home));
   bool server_done = false;
   asio::co_spawn(lo.io(), server_handshake(server, server_done), asio::detached);
   auto hs = co_await client.handshake(tls::TlsStream::Role::kClient);
-  CO_ASSERT(hs, hs.error().message());
+  if (!hs) server.close();  // the server's handshake then ends too: it must not outlive `server`
   const std::function<bool()> handshaken = [&] { return server_done; };
-  CO_ASSERT(co_await wait_until(handshaken));
+  const bool server_finished = co_await wait_until(handshaken);
+  CO_ASSERT(hs, hs.error().message());
+  CO_ASSERT(server_finished);
 
   // One small message, read whole: nothing left anywhere.
   auto sent = co_await client.write_all(as_bytes("ping"));
@@ -184,6 +189,14 @@ asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
   const Bytes big = random_bytes(7, 30'000);
   sent = co_await client.write_all(big);
   CO_ASSERT(sent, sent.error().message());
+  // All of it at the server's socket before the first read, so "drained" can only be said at
+  // the end (else a pause between two segments would be a legitimate drained moment).
+  const std::function<bool()> all_arrived = [&] {
+    int queued = 0;
+    return ::ioctl(server.socket().native_handle(), FIONREAD, &queued) == 0 &&
+           static_cast<std::size_t>(queued) >= big.size();
+  };
+  CO_ASSERT(co_await wait_until(all_arrived));
   std::array<std::byte, 100> piece{};
   std::size_t total = 0;
   bool drained_early = false;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <tuple>
 
 #include "authorization.pb.h"
 #include "base/prefetch.hpp"
@@ -104,8 +103,8 @@ Result<void> ResourceStore::check_workload(std::string_view name, bool name_is_u
                 "uid '" + w.uid + "' is already held by resource '" + std::string(it->second) + "'");
   }
   if (!name_is_uid) {
-    auto it = addresses_.find(NameKey(w.uid));
-    if (it != addresses_.end() && it->second.workload && it->second.workload->uid == w.uid) {
+    const Held* held = addresses_.find(NameKey(w.uid));
+    if (held != nullptr && held->second.workload && held->second.workload->uid == w.uid) {
       return fail(Errc::kConfig, "uid '" + w.uid + "' is already held by resource '" + w.uid + "'");
     }
   }
@@ -210,11 +209,71 @@ void ResourceStore::OwnerIndex::release(std::string_view network, const base::Ip
   --used_;
 }
 
+std::size_t ResourceStore::NameIndex::slot_of(const NameKey& key) const noexcept {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = key.hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (!s.held || (s.hash == key.hash && s.held->first.name == key.name)) return i;
+  }
+}
+
+ResourceStore::Held* ResourceStore::NameIndex::find(const NameKey& key) const noexcept {
+  if (used_ == 0) return nullptr;
+  return slots_[slot_of(key)].held.get();
+}
+
+ResourceStore::Held& ResourceStore::NameIndex::insert(NameKey key, AddressEntry entry) {
+  if ((used_ + 1) * 8 > slots_.size() * 7) rehash(slots_.empty() ? 16 : slots_.size() * 2);
+  Slot& s = slots_[slot_of(key)];
+  s.hash = key.hash;
+  s.held = std::make_unique<Held>(key, std::move(entry));
+  ++used_;
+  return *s.held;
+}
+
+void ResourceStore::NameIndex::erase(const Held* held) noexcept {
+  std::size_t i = slot_of(held->first);
+  // Backward-shift deletion, as OwnerIndex::release.
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t j = (i + 1) & mask; slots_[j].held; j = (j + 1) & mask) {
+    std::size_t home = slots_[j].hash & mask;
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      slots_[i] = std::move(slots_[j]);
+      i = j;
+    }
+  }
+  slots_[i] = Slot{};  // frees the element when nothing moved into its slot
+  --used_;
+}
+
+void ResourceStore::NameIndex::rehash(std::size_t slots) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.clear();
+  slots_.resize(slots);
+  const std::size_t mask = slots - 1;
+  for (Slot& s : old) {
+    if (!s.held) continue;
+    std::size_t i = s.hash & mask;
+    while (slots_[i].held) i = (i + 1) & mask;
+    slots_[i] = std::move(s);
+  }
+}
+
+void ResourceStore::NameIndex::reserve(std::size_t names) {
+  std::size_t want = 16;
+  while (want * 7 / 8 < names) want *= 2;
+  if (want > slots_.size()) rehash(want);
+}
+
+void ResourceStore::NameIndex::prefetch(std::size_t h) const noexcept {
+  if (!slots_.empty()) base::prefetch(slots_.data() + (h & (slots_.size() - 1)));
+}
+
 bool ResourceStore::erase_address(std::string_view name) {
-  auto it = addresses_.find(NameKey(name));
-  if (it == addresses_.end()) return false;
-  const AddressEntry& e = it->second;
-  const Held* self = &*it;
+  const Held* self = addresses_.find(NameKey(name));
+  if (self == nullptr) return false;
+  const AddressEntry& e = self->second;
   auto release = [&](OwnerIndex& owners, std::string_view network, const base::IpAddr& ip) {
     owners.release(network, ip, self);
   };
@@ -233,7 +292,7 @@ bool ResourceStore::erase_address(std::string_view name) {
   if (!shadowed_.empty()) {
     if (auto gone = shadowed_.find(name); gone != shadowed_.end()) shadowed_.erase(gone);
   }
-  addresses_.erase(it);
+  addresses_.erase(self);
   return true;
 }
 
@@ -249,15 +308,12 @@ void ResourceStore::put_address(NameKey name, bool name_is_uid, state::InternedS
     entry.own_name = std::make_unique<const std::string>(name.name);
     key.name = *entry.own_name;
   }
-  // One lookup for a new name (the initial push: 100,000 of them); a name we hold is replaced.
-  auto [it, inserted] = addresses_.try_emplace(key, std::move(entry));
-  if (!inserted) {
-    erase_address(name.name);  // try_emplace left `entry` alone
-    std::tie(it, inserted) = addresses_.emplace(key, std::move(entry));
-  }
-  std::string_view stored = it->first.name;
-  const AddressEntry& e = it->second;
-  const Held* self = &*it;
+  // One probe for a new name (the initial push: 100,000 of them); a name we hold is replaced.
+  if (addresses_.find(name) != nullptr) erase_address(name.name);
+  Held& held = addresses_.insert(key, std::move(entry));
+  std::string_view stored = held.first.name;
+  const AddressEntry& e = held.second;
+  const Held* self = &held;
   touch(stored);
   // The newest claim on an address wins; the previous owner keeps its other addresses.
   auto claim = [&](OwnerIndex& owners, std::string_view network, const base::IpAddr& ip) {
@@ -384,6 +440,7 @@ void ResourceStore::apply_addresses(const ResponseView& response, ApplyOutcome& 
   for (std::size_t i = 0; i < decoded.size(); ++i) {
     if (i + kAhead < decoded.size()) {
       const DecodedAddress& next = decoded[i + kAhead];
+      addresses_.prefetch(next.name_hash);
       if (next.workload) {
         base::prefetch(next.workload.get());
         ip_owner_.prefetch(next.claim_hash);
@@ -495,13 +552,14 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build_full() 
   workloads.reserve(workloads.size() + workload_count_);
   services.reserve(services.size() + service_count_);
   policies.reserve(policies.size() + policies_.size());
-  for (const auto& [name, e] : addresses_) {
+  addresses_.for_each([&](const Held& held) {
+    const auto& [name, e] = held;
     if (e.workload) {
       workloads.push_back(visible(name.name, e.workload));
     } else {
       services.push_back(visible(name.name, *e.service));
     }
-  }
+  });
   for (const auto& [name, e] : policies_) policies.push_back(*e.policy);
   return state::StateSnapshot::build(std::move(workloads), std::move(services), std::move(policies));
 }
@@ -518,12 +576,12 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const
     std::sort(touched_.begin(), touched_.end());
     touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
     for (const auto& name : touched_) {
-      auto it = addresses_.find(NameKey(name));
-      if (it == addresses_.end()) continue;  // removed: its uid or key is in removed_*
-      if (it->second.workload) {
-        delta.workloads.push_back(visible(name, it->second.workload));
+      const Held* held = addresses_.find(NameKey(name));
+      if (held == nullptr) continue;  // removed: its uid or key is in removed_*
+      if (held->second.workload) {
+        delta.workloads.push_back(visible(name, held->second.workload));
       } else {
-        delta.services.push_back(visible(name, *it->second.service));
+        delta.services.push_back(visible(name, *held->second.service));
       }
     }
     delta.removed_workloads = std::move(removed_uids_);
@@ -555,7 +613,7 @@ Result<std::shared_ptr<const state::StateSnapshot>> ResourceStore::build() const
 std::map<std::string, std::string> ResourceStore::versions(std::string_view type_url) const {
   std::map<std::string, std::string> out;
   if (type_url == kAddressType) {
-    for (const auto& [name, e] : addresses_) out.emplace(std::string(name.name), e.version.str());
+    addresses_.for_each([&](const Held& held) { out.emplace(std::string(held.first.name), held.second.version.str()); });
   } else if (type_url == kAuthorizationType) {
     for (const auto& [name, e] : policies_) out.emplace(name, e.version);
   }
@@ -564,7 +622,7 @@ std::map<std::string, std::string> ResourceStore::versions(std::string_view type
 
 bool ResourceStore::knows(std::string_view key) const {
   std::string k(key);
-  if (addresses_.contains(NameKey(key)) || service_keys_.contains(k) || workload_uids_.contains(key)) return true;
+  if (addresses_.find(NameKey(key)) != nullptr || service_keys_.contains(k) || workload_uids_.contains(key)) return true;
   auto addr = address_key(key);
   return addr && (ip_owner_.find(addr->first, addr->second) != nullptr ||
                   vip_owner_.find(addr->first, addr->second) != nullptr);

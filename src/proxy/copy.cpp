@@ -57,8 +57,9 @@ std::size_t gather_rest(net::ByteStream& from, std::unique_ptr<std::byte[]>& buf
 // connection holds per direction (copy_one_way's, waiting for readability) carries none of the
 // read and write results: GCC 12 gives every local of a coroutine, and the result of every
 // co_await, a slot in the frame for the coroutine's whole life (issue 15, idle memory).
+// `read` gets the bytes this read took (the caller sizes its next read by it).
 asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::unique_ptr<std::byte[]>& buf,
-                           std::size_t& size, Direction& d, telemetry::Counter* counter) {
+                           std::size_t& size, std::size_t& read, Direction& d, telemetry::Counter* counter) {
   auto n = co_await from.read_some(std::span(buf.get(), size));
   if (!n) {
     d.error = std::move(n.error());
@@ -70,6 +71,7 @@ asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::uniq
     co_return Step::kEof;
   }
   if (*n == size && size == kSmall) *n = gather_rest(from, buf, size, *n);
+  read = *n;
   auto written = co_await to.write_all(std::span(buf.get(), *n));
   if (!written) {
     d.error = std::move(written.error());
@@ -91,11 +93,18 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
   // read at the big sizes only (a peek on TCP, nothing on HTTP/2), so a small request/response
   // exchange costs no extra call. The buffer is freed after its write completed, so nothing in it
   // is needed any more; never zeroed, since each read overwrites it.
+  //
+  // After a read that took less than a medium buffer (request/response traffic: the source is
+  // drained), the next read waits in a small buffer whatever the direction moved before: on TCP a
+  // read that waits costs one recv when the bytes come (Asio's edge-triggered epoll needs no
+  // re-arm for it), a wait by readiness three calls more (the peeks below and an epoll_ctl for
+  // the re-armed wait), per message. A small read that comes back full gathers the rest.
   std::unique_ptr<std::byte[]> buf;
   std::size_t size = 0;
+  std::size_t last = 0;  // bytes of the previous read
   co_await from.wait_readable();
   for (bool first = true;; first = false) {
-    const std::size_t want = read_size(d.bytes);
+    const std::size_t want = first || last < kMedium ? kSmall : read_size(d.bytes);
     if (!first && want > kSmall && !from.readable_now()) {
       buf.reset();
       // A spurious wake-up must not allocate (and then hold, waiting in the read) a big buffer.
@@ -106,7 +115,7 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
       size = want;
       buf = std::make_unique_for_overwrite<std::byte[]>(size);
     }
-    const Step step = co_await pump(from, to, buf, size, d, counter);
+    const Step step = co_await pump(from, to, buf, size, last, d, counter);
     if (step == Step::kEof) co_return;
     if (step == Step::kFailed) break;
   }

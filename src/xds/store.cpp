@@ -157,15 +157,16 @@ std::size_t ResourceStore::OwnerIndex::slot_of(std::size_t h, std::string_view n
 }
 
 void ResourceStore::OwnerIndex::rehash(std::size_t slots) {
-  std::vector<Slot> old = std::move(slots_);
-  slots_.assign(slots, Slot{});
+  // The new array first: should it fail to allocate, the index is left as it was.
+  std::vector<Slot> grown(slots);
   const std::size_t mask = slots - 1;
-  for (const Slot& s : old) {
+  for (const Slot& s : slots_) {
     if (s.owner == nullptr) continue;
     std::size_t i = s.hash & mask;
-    while (slots_[i].owner != nullptr) i = (i + 1) & mask;
-    slots_[i] = s;
+    while (grown[i].owner != nullptr) i = (i + 1) & mask;
+    grown[i] = s;
   }
+  slots_ = std::move(grown);
 }
 
 void ResourceStore::OwnerIndex::reserve(std::size_t claims) {
@@ -248,16 +249,17 @@ void ResourceStore::NameIndex::erase(const Held* held) noexcept {
 }
 
 void ResourceStore::NameIndex::rehash(std::size_t slots) {
-  std::vector<Slot> old = std::move(slots_);
-  slots_.clear();
-  slots_.resize(slots);
+  // The new array first (moving the elements' pointers cannot fail): should it fail to allocate,
+  // the table and every element the other indexes point at are left as they were.
+  std::vector<Slot> grown(slots);
   const std::size_t mask = slots - 1;
-  for (Slot& s : old) {
+  for (Slot& s : slots_) {
     if (!s.held) continue;
     std::size_t i = s.hash & mask;
-    while (slots_[i].held) i = (i + 1) & mask;
-    slots_[i] = std::move(s);
+    while (grown[i].held) i = (i + 1) & mask;
+    grown[i] = std::move(s);
   }
+  slots_ = std::move(grown);
 }
 
 void ResourceStore::NameIndex::reserve(std::size_t names) {
@@ -308,7 +310,8 @@ void ResourceStore::put_address(NameKey name, bool name_is_uid, state::InternedS
     entry.own_name = std::make_unique<const std::string>(name.name);
     key.name = *entry.own_name;
   }
-  // One probe for a new name (the initial push: 100,000 of them); a name we hold is replaced.
+  // A new name (the initial push: 100,000 of them) costs two probes of one slot run and reads no
+  // element unless a stored hash matches; a name we hold is replaced.
   if (addresses_.find(name) != nullptr) erase_address(name.name);
   Held& held = addresses_.insert(key, std::move(entry));
   std::string_view stored = held.first.name;

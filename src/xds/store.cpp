@@ -49,6 +49,52 @@ std::size_t claim_hash(std::string_view network, const base::IpAddr& ip) noexcep
   return network.empty() ? h : h ^ (std::hash<std::string_view>{}(network) * 0x9e3779b97f4a7c15ULL);
 }
 
+// The mechanics the store's flat tables (NameIndex, OwnerIndex) share: a power-of-two array of
+// slots, each with the `hash` it was placed by, linear probing, at most 7/8 full. `occupied(slot)`
+// tells a used slot from an empty (default-constructed) one.
+
+// Whether a table of `slots` slots holding `used` entries must grow first.
+bool too_full(std::size_t used, std::size_t slots) noexcept { return used * 8 > slots * 7; }
+
+// The number of slots that holds `entries` without growing.
+std::size_t slots_for(std::size_t entries) noexcept {
+  std::size_t want = 16;
+  while (want * 7 / 8 < entries) want *= 2;
+  return want;
+}
+
+// Moves every used slot into a new array of `count` slots. The new array is allocated first:
+// should that fail, the table is left as it was (moving a slot cannot fail).
+template <class Slot, class Occupied>
+void regrow(std::vector<Slot>& slots, std::size_t count, Occupied occupied) {
+  std::vector<Slot> grown(count);
+  const std::size_t mask = count - 1;
+  for (Slot& s : slots) {
+    if (!occupied(s)) continue;
+    std::size_t i = s.hash & mask;
+    while (occupied(grown[i])) i = (i + 1) & mask;
+    grown[i] = std::move(s);
+  }
+  slots = std::move(grown);
+}
+
+// Empties used slot `i` by backward-shift deletion: later members of its probe run move into the
+// hole, so no tombstones are needed.
+template <class Slot, class Occupied>
+void erase_slot(std::vector<Slot>& slots, std::size_t i, Occupied occupied) {
+  const std::size_t mask = slots.size() - 1;
+  for (std::size_t j = (i + 1) & mask; occupied(slots[j]); j = (j + 1) & mask) {
+    std::size_t home = slots[j].hash & mask;
+    // Slot j may move to i unless its home lies cyclically in (i, j].
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      slots[i] = std::move(slots[j]);
+      i = j;
+    }
+  }
+  slots[i] = Slot{};
+}
+
 }  // namespace
 
 std::string ApplyOutcome::error_message() const {
@@ -157,22 +203,11 @@ std::size_t ResourceStore::OwnerIndex::slot_of(std::size_t h, std::string_view n
 }
 
 void ResourceStore::OwnerIndex::rehash(std::size_t slots) {
-  // The new array first: should it fail to allocate, the index is left as it was.
-  std::vector<Slot> grown(slots);
-  const std::size_t mask = slots - 1;
-  for (const Slot& s : slots_) {
-    if (s.owner == nullptr) continue;
-    std::size_t i = s.hash & mask;
-    while (grown[i].owner != nullptr) i = (i + 1) & mask;
-    grown[i] = s;
-  }
-  slots_ = std::move(grown);
+  regrow(slots_, slots, [](const Slot& s) { return s.owner != nullptr; });
 }
 
 void ResourceStore::OwnerIndex::reserve(std::size_t claims) {
-  std::size_t want = 16;
-  while (want * 7 / 8 < claims) want *= 2;
-  if (want > slots_.size()) rehash(want);
+  if (std::size_t want = slots_for(claims); want > slots_.size()) rehash(want);
 }
 
 const ResourceStore::Held* ResourceStore::OwnerIndex::find(std::string_view network, const base::IpAddr& ip) const {
@@ -182,7 +217,7 @@ const ResourceStore::Held* ResourceStore::OwnerIndex::find(std::string_view netw
 
 const ResourceStore::Held* ResourceStore::OwnerIndex::claim(std::string_view network, const base::IpAddr& ip,
                                                             const Held* owner) {
-  if ((used_ + 1) * 8 > slots_.size() * 7) rehash(slots_.empty() ? 16 : slots_.size() * 2);
+  if (too_full(used_ + 1, slots_.size())) rehash(slots_.empty() ? 16 : slots_.size() * 2);
   std::size_t h = claim_hash(network, ip);
   Slot& s = slots_[slot_of(h, network, ip)];
   const Held* previous = s.owner;
@@ -195,18 +230,7 @@ void ResourceStore::OwnerIndex::release(std::string_view network, const base::Ip
   if (used_ == 0) return;
   std::size_t i = slot_of(claim_hash(network, ip), network, ip);
   if (slots_[i].owner != owner) return;
-  // Backward-shift deletion: move later members of the probe run into the hole (no tombstones).
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t j = (i + 1) & mask; slots_[j].owner != nullptr; j = (j + 1) & mask) {
-    std::size_t home = slots_[j].hash & mask;
-    // Slot j may move to i unless its home lies cyclically in (i, j].
-    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      slots_[i] = slots_[j];
-      i = j;
-    }
-  }
-  slots_[i] = Slot{};
+  erase_slot(slots_, i, [](const Slot& s) { return s.owner != nullptr; });
   --used_;
 }
 
@@ -224,7 +248,7 @@ ResourceStore::Held* ResourceStore::NameIndex::find(const NameKey& key) const no
 }
 
 ResourceStore::Held& ResourceStore::NameIndex::insert(NameKey key, AddressEntry entry) {
-  if ((used_ + 1) * 8 > slots_.size() * 7) rehash(slots_.empty() ? 16 : slots_.size() * 2);
+  if (too_full(used_ + 1, slots_.size())) rehash(slots_.empty() ? 16 : slots_.size() * 2);
   Slot& s = slots_[slot_of(key)];
   s.hash = key.hash;
   s.held = std::make_unique<Held>(key, std::move(entry));
@@ -233,39 +257,17 @@ ResourceStore::Held& ResourceStore::NameIndex::insert(NameKey key, AddressEntry 
 }
 
 void ResourceStore::NameIndex::erase(const Held* held) noexcept {
-  std::size_t i = slot_of(held->first);
-  // Backward-shift deletion, as OwnerIndex::release.
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t j = (i + 1) & mask; slots_[j].held; j = (j + 1) & mask) {
-    std::size_t home = slots_[j].hash & mask;
-    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      slots_[i] = std::move(slots_[j]);
-      i = j;
-    }
-  }
-  slots_[i] = Slot{};  // frees the element when nothing moved into its slot
+  // The element is freed when its slot is overwritten (by a shifted slot or the empty one).
+  erase_slot(slots_, slot_of(held->first), [](const Slot& s) { return s.held != nullptr; });
   --used_;
 }
 
 void ResourceStore::NameIndex::rehash(std::size_t slots) {
-  // The new array first (moving the elements' pointers cannot fail): should it fail to allocate,
-  // the table and every element the other indexes point at are left as they were.
-  std::vector<Slot> grown(slots);
-  const std::size_t mask = slots - 1;
-  for (Slot& s : slots_) {
-    if (!s.held) continue;
-    std::size_t i = s.hash & mask;
-    while (grown[i].held) i = (i + 1) & mask;
-    grown[i] = std::move(s);
-  }
-  slots_ = std::move(grown);
+  regrow(slots_, slots, [](const Slot& s) { return s.held != nullptr; });
 }
 
 void ResourceStore::NameIndex::reserve(std::size_t names) {
-  std::size_t want = 16;
-  while (want * 7 / 8 < names) want *= 2;
-  if (want > slots_.size()) rehash(want);
+  if (std::size_t want = slots_for(names); want > slots_.size()) rehash(want);
 }
 
 void ResourceStore::NameIndex::prefetch(std::size_t h) const noexcept {

@@ -51,3 +51,19 @@ function(meshnode_use_allocator target)
     target_link_libraries(${target} PRIVATE ${MESHNODE_JEMALLOC_LIBRARY})
   endif()
 endfunction()
+
+# meshnode_link_static_deps(<executable>): links the executable's third-party libraries from their
+# static archives (cmake/link-static-deps.sh says which and why: the proxy's file-backed RSS).
+# Optimized builds only (MESHNODE_STATIC_DEPS, default on for Release); the test executables and
+# the sanitizer build keep the shared libraries, which link much faster.
+if(CMAKE_BUILD_TYPE STREQUAL "Release")
+  option(MESHNODE_STATIC_DEPS "link meshnode-proxy's third-party libraries statically" ON)
+else()
+  option(MESHNODE_STATIC_DEPS "link meshnode-proxy's third-party libraries statically" OFF)
+endif()
+function(meshnode_link_static_deps target)
+  if(MESHNODE_STATIC_DEPS)
+    set_target_properties(${target} PROPERTIES
+      CXX_LINKER_LAUNCHER ${PROJECT_SOURCE_DIR}/cmake/link-static-deps.sh)
+  endif()
+endfunction()

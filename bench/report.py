@@ -315,9 +315,10 @@ def main():
         ri = rss_idle.get("meshnode-hbone", {})
         fa, fb = mb(ri, "client_file_kb") if "client_file_kb" in ri else None, \
             mb(ri, "server_file_kb") if "server_file_kb" in ri else None
-        floor = (f"; of the idle RSS, {fmt(fa, 1)} / {fmt(fb, 1)} MB are file-backed pages (the shared "
-                 f"libraries' code and read-only data the process touched: OpenSSL, gRPC, protobuf, "
-                 f"libstdc++, ...), a floor no heap change moves") if None not in (fa, fb) else ""
+        floor = (f"; of the idle RSS, {fmt(fa, 1)} / {fmt(fb, 1)} MB are file-backed pages (code and "
+                 f"read-only data the process touched: the executable with its statically linked "
+                 f"OpenSSL, gRPC, protobuf, ..., and the shared libc, libstdc++, spdlog), which no heap "
+                 f"change moves") if None not in (fa, fb) else ""
         w(lim("Proxy RSS during the 1 KiB HTTP run, per proxy (worse of A and B)",
               max(ha, hb) if None not in (ha, hb) else None, ZT_MB_PER_1K, unit=" MB", nd=1,
               detail=f" (A {fmt(ha, 1)}, B {fmt(hb, 1)}{floor})"))

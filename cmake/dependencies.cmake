@@ -33,8 +33,11 @@ set(MESHNODE_LAYERS
   "xds:base,state,config,rpc,mesh_grpc"
   "ca:base,net,tls,state,rpc,mesh_grpc"
   "kube:base"
-  # Asio's separately compiled source (cmake/deps.cmake): third-party code, links nothing of ours.
-  "asio_impl:")
+  # Asio's, fmt's and spdlog's separately compiled sources (cmake/deps.cmake): third-party code,
+  # links nothing of ours.
+  "asio_impl:"
+  "fmt:"
+  "spdlog:")
 
 set(MESHNODE_ASIO_FREE cni_core)
 
@@ -137,7 +140,7 @@ function(_meshnode_direct_deps target out)
     # One regex: a failed MATCHES clears CMAKE_MATCH_n, so no second test in the same if().
     if(link MATCHES "^meshnode(::|_)(.+)$")
       set(name "${CMAKE_MATCH_2}")
-      if(NOT name MATCHES "^(warnings|asio)$")
+      if(NOT name MATCHES "^(warnings|asio|fmt|spdlog)$")
         list(APPEND deps ${name})
       endif()
     endif()

@@ -7,6 +7,18 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
+# fmt and spdlog are compiled into meshnode from their Debian headers (src/base/fmt_impl.cpp,
+# src/base/spdlog_impl.cpp say why) instead of linking libfmt.so and libspdlog.so: use
+# meshnode::fmt and meshnode::spdlog, never fmt::fmt or spdlog::spdlog.
+add_library(meshnode_fmt STATIC ${PROJECT_SOURCE_DIR}/src/base/fmt_impl.cpp)
+target_include_directories(meshnode_fmt SYSTEM PUBLIC $<TARGET_PROPERTY:fmt::fmt,INTERFACE_INCLUDE_DIRECTORIES>)
+add_library(meshnode::fmt ALIAS meshnode_fmt)
+add_library(meshnode_spdlog STATIC ${PROJECT_SOURCE_DIR}/src/base/spdlog_impl.cpp)
+target_compile_definitions(meshnode_spdlog PUBLIC SPDLOG_COMPILED_LIB SPDLOG_FMT_EXTERNAL)
+target_include_directories(meshnode_spdlog SYSTEM PUBLIC
+                           $<TARGET_PROPERTY:spdlog::spdlog,INTERFACE_INCLUDE_DIRECTORIES>)
+target_link_libraries(meshnode_spdlog PUBLIC meshnode_fmt Threads::Threads)
+add_library(meshnode::spdlog ALIAS meshnode_spdlog)
 find_package(CLI11 CONFIG REQUIRED)
 # CMake's FindProtobuf module (Debian ships no protobuf CMake config): protobuf::libprotobuf, protobuf_generate.
 find_package(Protobuf REQUIRED)

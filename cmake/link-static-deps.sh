@@ -6,15 +6,16 @@
 # the process its symbol-lookup tables, relocated pages and the fault-around pages of its code,
 # which made the file-backed part of the proxy's RSS 16.6 of 20.4 MB (bench/RESULTS.md, issue 15).
 # Linked from the Debian static archives, only the objects the proxy uses come in, with no
-# symbol lookup at start. libc, libm, libstdc++ and spdlog/fmt (Debian ships no archive for these
-# two, and they need the shared libstdc++) stay shared. The executable stays position independent.
+# symbol lookup at start. libstdc++ links statically too (-static-libstdc++: fmt and spdlog are
+# compiled into meshnode, so no shared library is left that needs libstdc++.so); libc, libm and
+# libgcc_s stay shared. The executable stays position independent.
 #
 # Every argument of the form /dir/libX.so[.N...] or -lX whose archive /dir/libX.a exists is replaced
 # by that archive inside one --start-group/--end-group (static archives need their own dependency
 # order; the group resolves it). The shared libraries list only their direct dependencies, so the
 # archives they depend on (abseil, upb, c-ares, re2, zlib, ...) are added from the same directory.
 set -euo pipefail
-keep_shared='^(stdc\+\+|gcc_s|c|m|dl|rt|pthread|spdlog|fmt)$'
+keep_shared='^(stdc\+\+|gcc_s|c|m|dl|rt|pthread)$'
 libdir=/usr/lib/x86_64-linux-gnu
 args=() archives=()
 for a in "$@"; do
@@ -36,6 +37,6 @@ if (( ${#archives[@]} )); then
   for dep in upb gpr address_sorting cares re2 z; do
     [[ -f $libdir/lib$dep.a ]] && archives+=("$libdir/lib$dep.a")
   done
-  args+=(-Wl,--start-group "${archives[@]}" -Wl,--end-group -ldl -lpthread)
+  args+=(-Wl,--start-group "${archives[@]}" -Wl,--end-group -ldl -lpthread -static-libstdc++)
 fi
 exec "${args[@]}"

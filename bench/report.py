@@ -317,7 +317,7 @@ def main():
             mb(ri, "server_file_kb") if "server_file_kb" in ri else None
         floor = (f"; of the idle RSS, {fmt(fa, 1)} / {fmt(fb, 1)} MB are file-backed pages (code and "
                  f"read-only data the process touched: the executable with its statically linked "
-                 f"OpenSSL, gRPC, protobuf, ..., and the shared libc, libstdc++, spdlog), which no heap "
+                 f"OpenSSL, gRPC, protobuf, libstdc++, spdlog, ..., and the shared libc), which no heap "
                  f"change moves") if None not in (fa, fb) else ""
         w(lim("Proxy RSS during the 1 KiB HTTP run, per proxy (worse of A and B)",
               max(ha, hb) if None not in (ha, hb) else None, ZT_MB_PER_1K, unit=" MB", nd=1,

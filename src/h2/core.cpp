@@ -284,6 +284,7 @@ int SessionCore::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const s
   const bool was_over = s->queued_send_ >= s->settings_.connection_send_buffer;
   stream->send_.consume(len);
   s->queued_send_ -= len;
+  s->data_sent_ += len;
   if (frame->data.padlen > 0) s->out_.insert(s->out_.end(), frame->data.padlen - 1, std::byte{0});
   stream->wake_writable();
   if (was_over && s->queued_send_ < s->settings_.connection_send_buffer) s->wake_writers();

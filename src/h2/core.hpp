@@ -233,6 +233,7 @@ class SessionCore {
   nghttp2_session* session_ = nullptr;
   std::vector<std::byte> out_;       ///< frames ready for the socket
   std::size_t queued_send_ = 0;      ///< bytes in all streams' send queues
+  std::uint64_t data_sent_ = 0;      ///< DATA payload bytes written to out_ so far (on_send_data)
   std::size_t queued_recv_ = 0;      ///< bytes in all streams' receive queues
   std::size_t blocked_writers_ = 0;  ///< writers waiting for room
   TokenBucket reset_budget_;

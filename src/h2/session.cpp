@@ -374,7 +374,6 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> /*keep_alive*
       co_await write_signal_.wait();
       continue;
     }
-    wrote_since_tick_ = true;
     writing_ = true;
     auto written = co_await socket_.write_all(out_);
     writing_ = false;
@@ -409,7 +408,6 @@ void Session::send_now() {
       abort("write failed: " + sent.error().message());
       return;
     }
-    wrote_since_tick_ = true;
     out_.clear();
   }
   // The write loop takes over for backpressure, frames beyond one batch, and the end of the
@@ -425,12 +423,15 @@ asio::awaitable<void> Session::keepalive_loop(std::shared_ptr<Session> /*keep_al
     keepalive_timer_.expires_after(settings_.ping_interval);
     co_await keepalive_timer_.async_wait(kNoThrow);
     if (dead_) break;
-    // Buffers grow with traffic; a connection idle for a whole interval gives them back.
-    if (!wrote_since_tick_ && out_.empty()) {
+    // Buffers grow with traffic; a connection that sent no DATA for a whole interval gives them
+    // back. Not "wrote nothing": the PING below is a write every interval, so a pooled connection
+    // kept alive by it would hold its largest batch (two 512 KiB buffers after a bulk transfer)
+    // for good.
+    if (data_sent_ == data_sent_at_tick_ && out_.empty()) {
       std::vector<std::byte>().swap(out_);
       socket_.release_idle_buffers();
     }
-    wrote_since_tick_ = false;
+    data_sent_at_tick_ = data_sent_;
     auto now = std::chrono::steady_clock::now();
     if (ping_outstanding_) {
       if (now - ping_sent_ >= settings_.ping_timeout) {

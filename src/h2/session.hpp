@@ -115,6 +115,11 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   /// Closes the connection now; every open stream sees a reset.
   void abort(std::string_view reason);
 
+  /// Bytes allocated for outgoing frames and their ciphertext (write batch + TLS output buffer
+  /// capacities). They grow with the largest batch and are released after a keepalive interval
+  /// without DATA sent.
+  [[nodiscard]] std::size_t write_buffer_bytes() const noexcept { return out_.capacity() + socket_.output_capacity(); }
+
   TlsSocket& socket() noexcept { return socket_; }
 
  private:
@@ -154,7 +159,9 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   net::Signal write_signal_;
   asio::steady_timer keepalive_timer_;
   std::chrono::steady_clock::time_point ping_sent_{};
-  bool wrote_since_tick_ = false;
+  /// data_sent_ at the last keepalive tick: the connection carried no DATA for a whole interval
+  /// when it has not moved (our own PINGs and their acks do not count).
+  std::uint64_t data_sent_at_tick_ = 0;
   bool writing_ = false;  ///< the write loop is inside socket_.write_all (it may be suspended there)
   bool in_nghttp2_ = false;  ///< an nghttp2 call (and so maybe our callbacks) is on the stack
   /// While the reader hands a read to nghttp2: stream readers woken by it are collected in

@@ -62,6 +62,8 @@ class TlsStream {
   /// Frees the output buffer if nothing is queued (it keeps its capacity between writes, sized
   /// by the largest batch; an idle connection should not).
   void release_idle_buffers() noexcept;
+  /// Bytes the output buffer holds allocated (its capacity; 0 after release_idle_buffers).
+  [[nodiscard]] std::size_t output_capacity() const noexcept { return out_.capacity(); }
   /// Closes the TCP socket; pending reads and writes complete with Errc::kClosed.
   void close();
 

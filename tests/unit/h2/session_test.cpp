@@ -538,5 +538,37 @@ TEST(H2Stream, PeerResetWithAnErrorCodeIsAReset) {
   lo.run(error_reset(lo));
 }
 
+// Issue 15: a connection that carried bulk data and then only keepalive PINGs gives its write
+// buffers back after an idle interval. Its own PING used to count as traffic, so a pooled
+// connection kept the largest batch it ever sent (~1 MB after a bulk upload) for good.
+asio::awaitable<void> idle_connection_releases_write_buffers(HboneLoopback& lo) {
+  h2::Settings settings;
+  settings.ping_interval = 1s;
+  auto client = co_await lo.dial_session(settings);
+  CO_ASSERT(client, client.error().message());
+  auto session = *client;
+  const auto h = lo.headers("echo", "bulk");
+  auto stream = session->open_stream(h);
+  CO_ASSERT(stream, stream.error().message());
+  auto status = co_await (*stream)->wait_response();
+  CO_ASSERT(status && *status == 200, "the echo CONNECT was not accepted");
+  const auto data = random_bytes(11, 4 << 20);
+  auto [got, sent] = co_await read_and_write(**stream, data, 1 << 20);
+  EXPECT_TRUE(sent && got && *got == data) << "the bulk bytes did not come back intact";
+  EXPECT_GE(session->write_buffer_bytes(), 16u * 1024) << "a 4 MiB upload left no write buffer to release";
+  // Two intervals: the tick that still sees the upload's DATA, then the first idle one. What
+  // stays is what the PINGs after the release need (tens of bytes).
+  constexpr std::size_t kPingsWorth = 1024;
+  const std::function<bool()> released = [&] { return session->write_buffer_bytes() <= kPingsWorth; };
+  EXPECT_TRUE(co_await wait_until(released, 5s))
+      << session->write_buffer_bytes() << " bytes of write buffers still held 5 keepalive intervals after the upload";
+  EXPECT_TRUE(session->alive()) << "the idle connection was closed instead of kept";
+}
+
+TEST(H2Stream, IdleConnectionReleasesItsWriteBuffers) {
+  HboneLoopback lo;
+  lo.run(idle_connection_releases_write_buffers(lo), 30s);
+}
+
 }  // namespace
 }  // namespace meshnode::h2

@@ -15,11 +15,8 @@ using base::Errc;
 using base::fail;
 
 // Bytes of frames gathered before one socket write: large enough for full TLS records and few
-// syscalls, small enough to keep latency and memory per connection low. The batch and its
-// ciphertext are each held in a buffer sized by the largest batch (until the connection idles):
-// at 256 KiB a bulk sender's proxy peaked 2.7 MB higher with four busy connections (20.9 vs
-// 18.0 MB), at the same throughput and CPU per GB (bench/run.sh, issue 15).
-constexpr std::size_t kWriteBatch = 64 * 1024;
+// syscalls, small enough to keep latency and memory per connection low.
+constexpr std::size_t kWriteBatch = 256 * 1024;
 // What a stream may queue while the peer grants it no window: one small chunk, so a stalled
 // stream holds little and its writer (the copy from the app) stops reading the app.
 constexpr std::size_t kStalledChunk = 16 * 1024;

@@ -6,6 +6,7 @@
 #   sudo bench/run.sh                 # full run (REPS=3), ~12 min -> bench/RESULTS.md + results-raw.tsv
 #   QUICK=1 sudo bench/run.sh         # smoke run with tiny durations (< 90 s), writes to a temp dir
 #   MESHNODE_PROXY_BIN=/path/meshnode-proxy CASES="direct meshnode-hbone stunnel" bench/run.sh
+#   HOLD=/tmp/hold CASES=meshnode-hbone bench/run.sh   # cluster stays up for probing until /tmp/hold is deleted
 #
 # Topology (all cases cross the same veth/bridge hops; see bench/README.md):
 #   node1 netns (198.18.0.1)                       node2 netns (198.18.0.2)
@@ -408,6 +409,16 @@ for c in "${OK[@]}"; do
   emit "rss_idle case=$c client_kb=$(group_mem_kb "${CPG[$c]}" VmRSS) server_kb=$(group_mem_kb "${SPG[$c]}" VmRSS)" \
     "client_file_kb=$(group_mem_kb "${CPG[$c]}" RssFile) server_file_kb=$(group_mem_kb "${SPG[$c]}" RssFile)"
 done
+# HOLD=/path: keep the cluster up for probing by hand (perf, strace, ss) before any measurement;
+# the file lists each case's client netns, target and proxy process groups; delete it to go on.
+if [[ -n ${HOLD:-} ]]; then
+  { for c in "${OK[@]}"; do
+      printf '%s cli=%s dst=%s client_pg=%s server_pg=%s\n' "$c" "${CLI[$c]}" "${DST[$c]}" "${CPG[$c]}" "${SPG[$c]}"
+    done
+    echo "benchnet=$BENCHNET"; } >"$HOLD"
+  log "HOLD: cluster is up, see $HOLD; delete it to continue"
+  while [[ -e $HOLD ]]; do sleep 1; done
+fi
 
 # One bracketed measurement: CPU of both proxy groups and of the machine around a load command
 # run in the case's client pod.  $1 = case, rest = command; sets M_OUT and M_FIELDS.

@@ -150,6 +150,10 @@ void TlsStream::release_idle_buffers() noexcept {
     std::vector<std::byte>().swap(out_);
     out_head_ = 0;
   }
+  // OpenSSL's own record buffers (the 64 KiB read-ahead buffer, ~17 KiB to build records in);
+  // refused, harmlessly, while either holds unprocessed bytes. The next read or write allocates
+  // them again.
+  if (ssl_ != nullptr) (void)SSL_free_buffers(ssl_);
 }
 
 asio::awaitable<base::Result<void>> TlsStream::flush(const char* what) {

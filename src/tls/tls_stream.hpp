@@ -60,7 +60,9 @@ class TlsStream {
   /// True while ciphertext waits for the socket (only after a read produced some, or an error).
   [[nodiscard]] bool has_pending_output() const noexcept { return out_head_ < out_.size(); }
   /// Frees the output buffer if nothing is queued (it keeps its capacity between writes, sized
-  /// by the largest batch; an idle connection should not).
+  /// by the largest batch; an idle connection should not), and OpenSSL's record buffers (~81 KiB,
+  /// kept while the connection is busy) unless they hold unprocessed bytes. For a connection
+  /// that has gone idle; it stays usable (the next read or write allocates again).
   void release_idle_buffers() noexcept;
   /// Bytes the output buffer holds allocated (its capacity; 0 after release_idle_buffers).
   [[nodiscard]] std::size_t output_capacity() const noexcept { return out_.capacity(); }

@@ -563,6 +563,16 @@ asio::awaitable<void> idle_connection_releases_write_buffers(HboneLoopback& lo) 
   EXPECT_TRUE(co_await wait_until(released, 5s))
       << session->write_buffer_bytes() << " bytes of write buffers still held 5 keepalive intervals after the upload";
   EXPECT_TRUE(session->alive()) << "the idle connection was closed instead of kept";
+  // The release also freed OpenSSL's record buffers: the pooled connection must still carry a
+  // new stream's bytes both ways.
+  auto next = session->open_stream(h);
+  CO_ASSERT(next, next.error().message());
+  auto next_status = co_await (*next)->wait_response();
+  CO_ASSERT(next_status && *next_status == 200, "the idle connection did not take a new CONNECT");
+  const auto again = random_bytes(12, 256 << 10);
+  auto [got_again, sent_again] = co_await read_and_write(**next, again);
+  EXPECT_TRUE(sent_again && got_again && *got_again == again)
+      << "a stream on the connection did not carry bytes intact after the connection released its buffers";
 }
 
 TEST(H2Stream, IdleConnectionReleasesItsWriteBuffers) {

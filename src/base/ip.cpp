@@ -82,9 +82,27 @@ std::string_view IpAddr::bytes() const noexcept {
   return {reinterpret_cast<const char*>(bytes_.data()), is_v4() ? 4u : 16u};
 }
 
+namespace {
+
+// "a.b.c.d" into `out` (at least 15 bytes); returns the end. By hand: glibc's inet_ntop formats
+// IPv4 with sprintf, and connection records format several addresses per connection.
+char* format_v4(const std::uint8_t* b, char* out) noexcept {
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) *out++ = '.';
+    out = std::to_chars(out, out + 3, b[i]).ptr;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string IpAddr::to_string() const {
+  if (is_v4()) {
+    char buf[16];
+    return std::string(buf, format_v4(bytes_.data(), buf));
+  }
   char buf[INET6_ADDRSTRLEN] = {};
-  ::inet_ntop(is_v4() ? AF_INET : AF_INET6, bytes_.data(), buf, sizeof(buf));
+  ::inet_ntop(AF_INET6, bytes_.data(), buf, sizeof(buf));
   return buf;
 }
 
@@ -121,7 +139,13 @@ Result<SocketAddr> SocketAddr::parse(std::string_view text) {
 }
 
 std::string SocketAddr::to_string() const {
-  if (ip.is_v4()) return ip.to_string() + ":" + std::to_string(port);
+  if (ip.is_v4()) {
+    char buf[22];  // 255.255.255.255:65535
+    char* end = format_v4(reinterpret_cast<const std::uint8_t*>(ip.bytes().data()), buf);
+    *end++ = ':';
+    end = std::to_chars(end, buf + sizeof(buf), port).ptr;
+    return std::string(buf, end);
+  }
   return "[" + ip.to_string() + "]:" + std::to_string(port);
 }
 

@@ -1,7 +1,6 @@
 #include "hbone/headers.hpp"
 
 #include <array>
-#include <cstdio>
 
 namespace meshnode::hbone {
 
@@ -18,11 +17,30 @@ h2::Headers connect_headers(const ConnectInfo& info) {
   return h;
 }
 
+namespace {
+
+// 16 lowercase hex digits of `v`, zero-padded, at `out` (no printf: one per connection).
+char* put_hex16(std::uint64_t v, char* out) noexcept {
+  constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, v >>= 4) out[i] = kDigits[v & 0xf];
+  return out + 16;
+}
+
+}  // namespace
+
 std::string make_traceparent(std::uint64_t trace_hi, std::uint64_t trace_lo, std::uint64_t parent) {
-  std::array<char, 56> buf{};
-  std::snprintf(buf.data(), buf.size(), "00-%016llx%016llx-%016llx-00", static_cast<unsigned long long>(trace_hi),
-                static_cast<unsigned long long>(trace_lo), static_cast<unsigned long long>(parent));
-  return std::string(buf.data(), 55);
+  std::array<char, 55> buf;  // "00-" trace id (32) "-" parent id (16) "-00"
+  char* p = buf.data();
+  *p++ = '0';
+  *p++ = '0';
+  *p++ = '-';
+  p = put_hex16(trace_lo, put_hex16(trace_hi, p));
+  *p++ = '-';
+  p = put_hex16(parent, p);
+  *p++ = '-';
+  *p++ = '0';
+  *p++ = '0';
+  return std::string(buf.data(), buf.size());
 }
 
 std::optional<std::string_view> traceparent_trace_id(std::string_view tp) {

@@ -1,3 +1,5 @@
+#include <arpa/inet.h>
+
 #include <gtest/gtest.h>
 
 #include "base/ip.hpp"
@@ -40,6 +42,22 @@ TEST(SocketAddr, ParsesAndFormatsBothFamilies) {
   using namespace std::string_view_literals;
   EXPECT_FALSE(SocketAddr::parse("10.0.0.1\0:80"sv));
   EXPECT_FALSE(IpAddr::parse("10.0.0.1\0garbage"sv));
+}
+
+// IPv4 text is formatted by hand (not inet_ntop): every octet value in every position, and the
+// extreme ports, must read exactly as inet_ntop and std::to_string write them.
+TEST(IpAddr, V4TextMatchesInetNtopForEveryOctet) {
+  for (int v = 0; v < 256; ++v) {
+    const auto o = static_cast<std::uint8_t>(v);
+    for (const std::array<std::uint8_t, 4>& b : {std::array<std::uint8_t, 4>{o, 0, 0, 0}, {1, o, 2, o}, {255, 255, 255, o}}) {
+      char want[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, b.data(), want, sizeof(want));
+      EXPECT_EQ(IpAddr::v4(b).to_string(), want);
+      for (std::uint16_t port : {std::uint16_t{1}, std::uint16_t{9}, std::uint16_t{80}, std::uint16_t{65535}}) {
+        EXPECT_EQ((SocketAddr{IpAddr::v4(b), port}.to_string()), std::string(want) + ":" + std::to_string(port));
+      }
+    }
+  }
 }
 
 TEST(IpAddr, V4MappedNormalisesAndCidrContains) {

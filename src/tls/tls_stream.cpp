@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -17,7 +18,9 @@ namespace {
 
 using base::Errc;
 
-// Enough for a few full records per recv(): with read-ahead OpenSSL reads up to this much at once.
+// Enough for a few full records per recv() (the input buffer's size).
+constexpr std::size_t kInputBuffer = 64 * 1024;
+// Without our BIOs (out of memory), OpenSSL reads the socket itself, this much at once.
 constexpr std::size_t kReadAhead = 64 * 1024;
 // write_all() encrypts at most this much plaintext before sending it: bounds out_ and keeps the
 // socket busy while the next piece is encrypted.
@@ -39,19 +42,36 @@ int TlsStream::bio_write(BIO* bio, const char* data, std::size_t len, std::size_
   return 1;
 }
 
-long TlsStream::bio_read_watch(BIO* bio, int oper, const char*, std::size_t len, int, long, int ret,
-                               std::size_t* processed) {
-  // Only the result of a read matters; every other call passes through unchanged.
-  if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
-    auto* self = reinterpret_cast<TlsStream*>(BIO_get_callback_arg(bio));
-    if (self != nullptr) self->read_short_ = ret <= 0 || processed == nullptr || *processed < len;
+int TlsStream::bio_read(BIO* bio, char* data, std::size_t len, std::size_t* read) {
+  auto* self = static_cast<TlsStream*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  *read = 0;
+  const std::size_t n = std::min(len, self->input_unread());
+  if (n == 0) {
+    // Empty: "try again" until the socket reached EOF, then EOF (BIO_eof says which).
+    if (!self->in_eof_) BIO_set_retry_read(bio);
+    return 0;
   }
-  return ret;
+  std::memcpy(data, self->in_.get() + self->in_head_, n);
+  self->in_head_ += n;
+  *read = n;
+  return 1;
+}
+
+long TlsStream::bio_in_ctrl(BIO* bio, int cmd, long, void*) {
+  const auto* self = static_cast<const TlsStream*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_EOF: return self != nullptr && self->in_eof_ && self->input_unread() == 0 ? 1 : 0;
+    case BIO_CTRL_PENDING: return self != nullptr ? static_cast<long>(self->input_unread()) : 0;
+    default: return 0;
+  }
 }
 
 namespace {
 
-// Created once; OpenSSL keeps a pointer to it in every BIO made from it, so it is never freed.
+// Both created once; OpenSSL keeps a pointer to a method in every BIO made from it, so they are
+// never freed.
 BIO_METHOD* out_bio_method(int (*write)(BIO*, const char*, std::size_t, std::size_t*)) {
   static BIO_METHOD* const method = [write] {
     BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "meshnode TLS output buffer");
@@ -65,28 +85,42 @@ BIO_METHOD* out_bio_method(int (*write)(BIO*, const char*, std::size_t, std::siz
   return method;
 }
 
+BIO_METHOD* in_bio_method(int (*read)(BIO*, char*, std::size_t, std::size_t*), long (*ctrl)(BIO*, int, long, void*)) {
+  static BIO_METHOD* const method = [read, ctrl] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "meshnode TLS input buffer");
+    if (m != nullptr) {
+      BIO_meth_set_read_ex(m, read);
+      BIO_meth_set_ctrl(m, ctrl);
+      BIO_meth_set_create(m, &out_bio_create);
+    }
+    return m;
+  }();
+  return method;
+}
+
 }  // namespace
 
 TlsStream::TlsStream(asio::ip::tcp::socket socket, SSL* ssl) : socket_(std::move(socket)), ssl_(ssl) {
   std::error_code ignored;
   socket_.native_non_blocking(true, ignored);
   int fd = static_cast<int>(socket_.native_handle());
-  BIO_METHOD* method = out_bio_method(&TlsStream::bio_write);
-  BIO* rbio = BIO_new_socket(fd, BIO_NOCLOSE);
-  BIO* wbio = method != nullptr ? BIO_new(method) : nullptr;
+  BIO_METHOD* out_method = out_bio_method(&TlsStream::bio_write);
+  BIO_METHOD* in_method = in_bio_method(&TlsStream::bio_read, &TlsStream::bio_in_ctrl);
+  BIO* rbio = in_method != nullptr ? BIO_new(in_method) : nullptr;
+  BIO* wbio = out_method != nullptr ? BIO_new(out_method) : nullptr;
   if (rbio != nullptr && wbio != nullptr) {
-    BIO_set_callback_ex(rbio, &TlsStream::bio_read_watch);
+    // No read-ahead: OpenSSL asks our buffer for each record's header, then its body.
     SSL_set_bio(ssl_, rbio, wbio);
     buffers_output_ = true;
     bind_bio();
   } else {
-    // Out of memory: fall back to OpenSSL writing the socket itself (one send per record).
+    // Out of memory: fall back to OpenSSL on the socket itself (one send per record).
     BIO_free(rbio);
     BIO_free(wbio);
     SSL_set_fd(ssl_, fd);
+    SSL_set_read_ahead(ssl_, 1);
+    SSL_set_default_read_buffer_len(ssl_, kReadAhead);
   }
-  SSL_set_read_ahead(ssl_, 1);
-  SSL_set_default_read_buffer_len(ssl_, kReadAhead);
   SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE);
   // A peer that closes TCP without close_notify ends the stream like EOF (HBONE peers do).
   SSL_set_options(ssl_, SSL_OP_IGNORE_UNEXPECTED_EOF);
@@ -97,6 +131,10 @@ TlsStream::TlsStream(TlsStream&& other) noexcept
       ssl_(std::exchange(other.ssl_, nullptr)),
       out_(std::move(other.out_)),
       out_head_(std::exchange(other.out_head_, 0)),
+      in_(std::move(other.in_)),
+      in_head_(std::exchange(other.in_head_, 0)),
+      in_tail_(std::exchange(other.in_tail_, 0)),
+      in_eof_(other.in_eof_),
       buffers_output_(other.buffers_output_),
       read_short_(other.read_short_) {
   bind_bio();
@@ -105,11 +143,11 @@ TlsStream::TlsStream(TlsStream&& other) noexcept
 void TlsStream::bind_bio() noexcept {
   if (ssl_ == nullptr || !buffers_output_) return;
   BIO_set_data(SSL_get_wbio(ssl_), this);
-  BIO_set_callback_arg(SSL_get_rbio(ssl_), reinterpret_cast<char*>(this));
+  BIO_set_data(SSL_get_rbio(ssl_), this);
 }
 
 bool TlsStream::input_drained() const noexcept {
-  return ssl_ != nullptr && buffers_output_ && read_short_ && SSL_has_pending(ssl_) == 0;
+  return ssl_ != nullptr && buffers_output_ && read_short_ && input_unread() == 0 && SSL_has_pending(ssl_) == 0;
 }
 
 base::Result<void> TlsStream::try_send(const char* what) {
@@ -150,10 +188,62 @@ void TlsStream::release_idle_buffers() noexcept {
     std::vector<std::byte>().swap(out_);
     out_head_ = 0;
   }
-  // OpenSSL's own record buffers (the 64 KiB read-ahead buffer, ~17 KiB to build records in);
+  if (input_unread() == 0) {
+    in_.reset();
+    in_head_ = in_tail_ = 0;
+  }
+  // OpenSSL's own record buffers (~17 KiB to read a record into, as much to build one in);
   // refused, harmlessly, while either holds unprocessed bytes. The next read or write allocates
   // them again.
   if (ssl_ != nullptr) (void)SSL_free_buffers(ssl_);
+}
+
+asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
+  if (in_eof_) co_return base::fail(Errc::kClosed, std::string(what) + ": peer closed the connection");
+  // After a short read the socket is most likely empty: wait for readability first instead of a
+  // recv() that fails. The wait holds no buffer, so an idle connection can give its input buffer
+  // back (release_idle_buffers) while its reader waits here for hours.
+  bool wait_first = read_short_;
+  for (;;) {
+    if (!socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed");
+    if (wait_first) {
+      auto [ec] = co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, net::kNoThrow);
+      if (ec || !socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed", ec);
+    }
+    wait_first = true;
+    if (!in_) {
+      in_ = std::make_unique_for_overwrite<std::byte[]>(kInputBuffer);
+      in_head_ = in_tail_ = 0;
+    }
+    if (in_head_ == in_tail_) {
+      in_head_ = in_tail_ = 0;
+    } else if (in_tail_ == kInputBuffer) {
+      // Only the start of one record can be left (OpenSSL takes whole records): move it to the front.
+      std::memmove(in_.get(), in_.get() + in_head_, input_unread());
+      in_tail_ -= in_head_;
+      in_head_ = 0;
+    }
+    const std::size_t room = kInputBuffer - in_tail_;
+    const ssize_t n = ::recv(socket_.native_handle(), in_.get() + in_tail_, room, MSG_DONTWAIT);
+    if (n > 0) {
+      in_tail_ += static_cast<std::size_t>(n);
+      read_short_ = static_cast<std::size_t>(n) < room;
+      co_return base::Result<void>{};
+    }
+    if (n == 0) {
+      in_eof_ = true;
+      read_short_ = true;
+      co_return base::Result<void>{};
+    }
+    const int e = errno;
+    if (e == EINTR) {
+      wait_first = false;
+      continue;
+    }
+    if (e == EAGAIN || e == EWOULDBLOCK) continue;
+    if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
+    co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
+  }
 }
 
 asio::awaitable<base::Result<void>> TlsStream::flush(const char* what) {
@@ -221,7 +311,10 @@ asio::awaitable<base::Result<void>> TlsStream::handshake(Role role) {
     }
     if (ret == 1) co_return base::Result<void>{};
     const int ssl_error = SSL_get_error(ssl_, ret);
-    if (auto ready = co_await wait_for(ssl_error, saved_errno, "TLS handshake"); !ready) {
+    base::Result<void> ready;
+    if (ssl_error == SSL_ERROR_WANT_READ && buffers_output_) ready = co_await fill_input("TLS handshake");
+    else ready = co_await wait_for(ssl_error, saved_errno, "TLS handshake");
+    if (!ready) {
       auto& error = ready.error();
       if (error.code == Errc::kClosed || error.code == Errc::kReset || error.code == Errc::kIo) {
         error.code = socket_.is_open() ? Errc::kTlsHandshake : Errc::kClosed;
@@ -242,7 +335,10 @@ asio::awaitable<base::Result<std::size_t>> TlsStream::read_some(std::span<std::b
     if (has_pending_output()) (void)try_send("TLS read");
     if (ret == 1) co_return got;
     const int ssl_error = SSL_get_error(ssl_, ret);
-    if (auto ready = co_await wait_for(ssl_error, saved_errno, "TLS read"); !ready) {
+    base::Result<void> ready;
+    if (ssl_error == SSL_ERROR_WANT_READ && buffers_output_) ready = co_await fill_input("TLS read");
+    else ready = co_await wait_for(ssl_error, saved_errno, "TLS read");
+    if (!ready) {
       if (ready.error().code == Errc::kClosed && socket_.is_open()) co_return std::size_t{0};  // clean end
       co_return std::unexpected(std::move(ready.error()));
     }

@@ -6,6 +6,7 @@
 #include <asio/ip/tcp.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,10 +16,15 @@
 namespace meshnode::tls {
 
 /// TLS over a connected TCP socket: the one OpenSSL I/O wrapper of the project (its errors are
-/// read with tls::openssl_errors, like every other OpenSSL call). OpenSSL reads the non-blocking fd itself (a socket BIO, with
-/// read-ahead so one recv() fills several records); its output goes to a buffer of ours (a small
-/// custom BIO) that is sent with one send() per batch, so a 64 KiB write costs one syscall and
-/// one TCP segment train instead of one per 16 KiB record. Asio only waits for readiness.
+/// read with tls::openssl_errors, like every other OpenSSL call). Both directions go through
+/// buffers of ours (two small custom BIOs). Input: we read the socket into a 64 KiB buffer (one
+/// recv() for several records; after a short read, the wait for readability comes first, so a
+/// message costs no failed recv()) and OpenSSL takes each record from it, header then body, so
+/// its own record buffer never holds
+/// more than one record (with OpenSSL's read-ahead it moved every unread record to the buffer's
+/// start before each one: 1.5 bytes moved per byte received in bulk). Output: records collect in a
+/// buffer sent with one send() per batch, so a 64 KiB write costs one syscall and one TCP segment
+/// train instead of one per 16 KiB record.
 /// One read and one write may be in flight at once (the HTTP/2 reader and writer coroutines):
 /// OpenSSL is only ever called from the owning io_context thread, never concurrently. Ciphertext
 /// produced by a read (a KeyUpdate answer) is sent at once if the socket takes it, else by the
@@ -55,14 +61,16 @@ class TlsStream {
   /// likely answers EAGAIN (request/response traffic). A hint, never a promise: false whenever
   /// unsure (before the first read, with OpenSSL on the fd itself).
   [[nodiscard]] bool input_drained() const noexcept;
-  /// True when our output buffer is installed (always, unless the BIO could not be allocated).
+  /// True when our buffers are installed (always, unless a BIO could not be allocated; then
+  /// OpenSSL reads and writes the socket itself).
   [[nodiscard]] bool buffers_output() const noexcept { return buffers_output_; }
   /// True while ciphertext waits for the socket (only after a read produced some, or an error).
   [[nodiscard]] bool has_pending_output() const noexcept { return out_head_ < out_.size(); }
   /// Frees the output buffer if nothing is queued (it keeps its capacity between writes, sized
-  /// by the largest batch; an idle connection should not), and OpenSSL's record buffers (~81 KiB,
-  /// kept while the connection is busy) unless they hold unprocessed bytes. For a connection
-  /// that has gone idle; it stays usable (the next read or write allocates again).
+  /// by the largest batch; an idle connection should not), the input buffer if it holds no
+  /// unread bytes, and OpenSSL's record buffers (~34 KiB, kept while the connection is busy)
+  /// unless they hold unprocessed bytes. For a connection that has gone idle; it stays usable
+  /// (the next read or write allocates again).
   void release_idle_buffers() noexcept;
   /// Bytes the output buffer holds allocated (its capacity; 0 after release_idle_buffers).
   [[nodiscard]] std::size_t output_capacity() const noexcept { return out_.capacity(); }
@@ -88,18 +96,29 @@ class TlsStream {
   [[nodiscard]] base::Result<void> try_send(const char* what);
   /// Sends all queued ciphertext, waiting for writability as needed. Errors as try_send.
   [[nodiscard]] asio::awaitable<base::Result<void>> flush(const char* what);
+  /// Reads the socket into the input buffer (after what is still unread there), waiting until
+  /// it has bytes (for readability first when the last read was short; the wait holds no
+  /// buffer). TCP EOF is success with in_eof_ set (OpenSSL then sees the end of its input);
+  /// ECONNRESET → Errc::kReset, a closed socket → Errc::kClosed, any other error → Errc::kIo.
+  [[nodiscard]] asio::awaitable<base::Result<void>> fill_input(const char* what);
   /// The write BIO's callback: appends OpenSSL's records to out_.
   static int bio_write(BIO* bio, const char* data, std::size_t len, std::size_t* written);
-  /// The read BIO's callback (BIO_set_callback_ex): records whether each socket read was short.
-  static long bio_read_watch(BIO* bio, int oper, const char* argp, std::size_t len, int argi, long argl, int ret,
-                             std::size_t* processed);
+  /// The read BIO's callbacks: hand out bytes of the input buffer; "retry" when it is empty,
+  /// EOF once the socket reached it.
+  static int bio_read(BIO* bio, char* data, std::size_t len, std::size_t* read);
+  static long bio_in_ctrl(BIO* bio, int cmd, long num, void* ptr);
   void bind_bio() noexcept;
+  [[nodiscard]] std::size_t input_unread() const noexcept { return in_tail_ - in_head_; }
 
   asio::ip::tcp::socket socket_;
   SSL* ssl_ = nullptr;
   std::vector<std::byte> out_;  ///< ciphertext not yet taken by the socket, from out_head_ on
   std::size_t out_head_ = 0;
-  bool buffers_output_ = false;  ///< our output BIO is installed (else OpenSSL writes the socket)
+  std::unique_ptr<std::byte[]> in_;  ///< ciphertext read from the socket, unread in [in_head_, in_tail_)
+  std::size_t in_head_ = 0;
+  std::size_t in_tail_ = 0;
+  bool in_eof_ = false;          ///< the socket read EOF: once in_ is drained, OpenSSL sees EOF
+  bool buffers_output_ = false;  ///< our BIOs are installed (else OpenSSL reads and writes the socket)
   bool read_short_ = false;      ///< the socket's last read gave less than asked (see input_drained)
 };
 

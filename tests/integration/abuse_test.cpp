@@ -303,8 +303,11 @@ TEST_F(AbuseTest, SmallWindowAppBehindTheInPodHopIsAsFastAsDirect) {
   EXPECT_EQ(json_long(m.out, "received"), 3200000);
   const double direct_s = std::stod(json_field(d.out, "seconds"));
   const double meshed_s = std::stod(json_field(m.out, "seconds"));
-  // 0.25 s floor: a direct time near zero would make the ratio noise.
-  EXPECT_LE(meshed_s, 2 * std::max(direct_s, 0.25)) << "direct " << direct_s << " s, meshed " << meshed_s << " s";
+  // 0.5 s floor: a direct time near zero would make the ratio noise, and with a 4 KiB receive
+  // window the kernel's zero-window probe (persist timer, 200 ms minimum) may fire once or twice
+  // on the in-pod hop: the same code took 0.07, 0.33 or 0.51-0.53 s under ASan on one host
+  // (session 34). The defect this guards against took over 60 s.
+  EXPECT_LE(meshed_s, 2 * std::max(direct_s, 0.5)) << "direct " << direct_s << " s, meshed " << meshed_s << " s";
 }
 
 TEST_F(AbuseTest, ProxyRaisesItsOpenFilesSoftLimitToTheHardLimitAndLogsIt) {

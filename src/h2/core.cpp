@@ -56,6 +56,16 @@ void StreamCore::discard_input() {
 void StreamCore::drop_send() noexcept {
   core_->queued_send_ -= send_.size();
   send_.clear();
+  lent_ = {};
+}
+
+void StreamCore::consume_sent(std::size_t n) noexcept {
+  if (send_.empty()) {
+    lent_ = lent_.subspan(n);
+    return;
+  }
+  send_.consume(n);
+  core_->queued_send_ -= n;
 }
 
 std::size_t StreamCore::send_room() const noexcept {
@@ -253,7 +263,7 @@ ssize_t SessionCore::read_data(nghttp2_session* ng, std::int32_t stream_id, std:
   auto* stream = static_cast<StreamCore*>(nghttp2_session_get_stream_user_data(ng, stream_id));
   if (stream == nullptr) return NGHTTP2_ERR_DEFERRED;
   // One frame never spans two queue blocks: its payload is copied from one contiguous run.
-  std::size_t n = std::min(length, stream->send_.front().size());
+  std::size_t n = std::min(length, stream->send_front().size());
   if (n == 0) {
     if (stream->send_eof_) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -263,7 +273,7 @@ ssize_t SessionCore::read_data(nghttp2_session* ng, std::int32_t stream_id, std:
   }
   // Frame payload is copied straight from the stream's queue into the write batch (on_send_data).
   *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (stream->send_eof_ && n == stream->send_.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (stream->send_eof_ && n == stream->send_queued()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
   return static_cast<ssize_t>(n);
 }
 
@@ -275,15 +285,14 @@ int SessionCore::on_send_data(nghttp2_session* ng, nghttp2_frame* frame, const s
   // A frame sized by read_data can come back here after WOULDBLOCK, and reset() may have emptied
   // the queue in between: drop the frame (the stream is being reset anyway) instead of reading
   // bytes that are gone.
-  if (stream->reset_ || stream->send_.front().size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (stream->reset_ || stream->send_front().size() < len) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (s->out_.size() >= kWriteBatch) return NGHTTP2_ERR_WOULDBLOCK;
   const auto* hd = reinterpret_cast<const std::byte*>(framehd);
   s->out_.insert(s->out_.end(), hd, hd + 9);
-  auto payload = stream->send_.front().first(len);
+  auto payload = stream->send_front().first(len);
   s->out_.insert(s->out_.end(), payload.begin(), payload.end());
   const bool was_over = s->queued_send_ >= s->settings_.connection_send_buffer;
-  stream->send_.consume(len);
-  s->queued_send_ -= len;
+  stream->consume_sent(len);
   s->data_sent_ += len;
   if (frame->data.padlen > 0) s->out_.insert(s->out_.end(), frame->data.padlen - 1, std::byte{0});
   stream->wake_writable();

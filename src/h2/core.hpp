@@ -75,7 +75,7 @@ class StreamCore {
   /// went out. RFC 9113 §8.7: such a request may be sent again on another connection.
   [[nodiscard]] bool refused() const noexcept { return refused_; }
   /// Bytes written but not yet handed to the connection (framed as DATA).
-  [[nodiscard]] std::size_t send_queued() const noexcept { return send_.size(); }
+  [[nodiscard]] std::size_t send_queued() const noexcept { return send_.size() + lent_.size(); }
   /// Request headers (server side) or response headers (client side), pseudo-headers included.
   [[nodiscard]] const Headers& headers() const noexcept { return headers_; }
   /// Value of the first header named `name` (lowercase), empty if absent.
@@ -106,6 +106,15 @@ class StreamCore {
   void drop_send() noexcept;
   /// Queues `data` for sending (the caller checked send_room()).
   void queue_send(std::span<const std::byte> data);
+  /// The bytes the next DATA frame takes its payload from: the head of the send queue, or of the
+  /// lent span once the queue is empty; at most ByteQueue::kBlockSize of them, so a frame sized
+  /// from lent bytes still fits the queue's first block if the rest is queued before it is sent.
+  [[nodiscard]] std::span<const std::byte> send_front() const noexcept {
+    if (!send_.empty()) return send_.front();
+    return lent_.first(std::min(lent_.size(), ByteQueue::kBlockSize));
+  }
+  /// Drops `n` framed bytes from the head of what send_front() showed.
+  void consume_sent(std::size_t n) noexcept;
   /// Hands up to buf.size() received bytes to the reader and returns their credit.
   std::size_t take_received(std::span<std::byte> buf);
 
@@ -117,6 +126,10 @@ class StreamCore {
   ByteQueue recv_;
   bool recv_eof_ = false;
   ByteQueue send_;
+  /// A writer's own bytes, framed without copying them into send_ first. Set by Stream::write_all
+  /// only around one synchronous nghttp2_session_send while send_ is empty; whatever is left is
+  /// then queued into send_ (copied) before the writer's buffer can change.
+  std::span<const std::byte> lent_;
   bool send_eof_ = false;
   bool closed_ = false;
   bool reset_ = false;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <utility>
 
 namespace meshnode::h2 {
 namespace {
@@ -77,10 +78,21 @@ asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte>
       --session_->blocked_writers_;
       continue;
     }
-    std::size_t n = std::min(room, data.size());
-    queue_send(data.first(n));
+    const std::size_t n = std::min(room, data.size());
+    if (send_.empty() && session_->sends_inline()) {
+      // Frame straight from the caller's buffer (issue 15: the queue copy was 2.3 % of a bulk
+      // sender's CPU, and a 16 KiB block allocation per small message). Only what the peer's
+      // window or the write batch leaves unsent is queued, before this coroutine returns.
+      lent_ = data.first(n);
+      nghttp2_session_resume_data(session_->session_, id_);
+      session_->send_now();
+      const auto rest = std::exchange(lent_, {});
+      if (!rest.empty()) queue_send(rest);
+    } else {
+      queue_send(data.first(n));
+      session_->send_now();
+    }
     data = data.subspan(n);
-    session_->send_now();
   }
   co_return base::Result<void>{};
 }

@@ -131,6 +131,8 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   /// Sends what nghttp2 has queued right now, from the caller's coroutine, when the write loop is
   /// idle and no nghttp2 call is on the stack; otherwise (or on backpressure) wakes the loop.
   void send_now();
+  /// True when send_now() would call nghttp2 here and now (it would not just wake the loop).
+  [[nodiscard]] bool sends_inline() const noexcept { return !dead_ && !writing_ && !in_nghttp2_; }
   void close_if_idle();
   /// Hands streams whose request headers completed during the last read to the handler, unless
   /// they were closed (reset) meanwhile: a stream reset in the same read never reaches it.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <string>
@@ -49,6 +50,46 @@ asio::awaitable<void> eight_mib_each_way(HboneLoopback& lo) {
 TEST(H2Stream, EightMibEachWayIntact) {
   HboneLoopback lo;
   lo.run(eight_mib_each_way(lo), 30s);
+}
+
+// A copy loop's writer: every chunk passes through one buffer that is overwritten as soon as
+// write_all returns, so a DATA frame still pointing into it (Stream::write_all frames straight
+// from the caller's bytes) would carry 0xEE. Sizes cross the 16 KiB block, the 256 KiB stream
+// send buffer and the peer's 1 MiB window.
+asio::awaitable<base::Result<void>> write_through_one_buffer(net::ByteStream& s, std::span<const std::byte> data) {
+  static constexpr std::array<std::size_t, 6> kChunks{1, 777, 16'384, 16'385, 100'003, 300'000};
+  Bytes buf(300'000);
+  for (std::size_t i = 0; !data.empty(); ++i) {
+    const std::size_t n = std::min(kChunks[i % kChunks.size()], data.size());
+    std::copy_n(data.begin(), n, buf.begin());
+    auto w = co_await s.write_all(std::span(buf).first(n));
+    if (!w) co_return w;
+    std::fill(buf.begin(), buf.end(), std::byte{0xEE});
+    data = data.subspan(n);
+  }
+  co_return co_await s.shutdown_write();
+}
+
+asio::awaitable<void> reused_writer_buffers(HboneLoopback& lo) {
+  using namespace asio::experimental::awaitable_operators;
+  constexpr std::size_t kSize = 6 << 20;
+  auto stream = co_await lo.connect("echo", "reuse");
+  CO_ASSERT(stream, stream.error().message());
+  const Bytes up = random_bytes(3, kSize);
+  // The server echoes through its own reused 64 KiB buffer: both directions lend.
+  auto reader = read_to_eof(**stream);
+  auto writer = write_through_one_buffer(**stream, up);
+  auto both = std::move(reader) && std::move(writer);
+  auto [got, sent] = co_await std::move(both);
+  EXPECT_TRUE(sent) << sent.error().message();
+  CO_ASSERT(got, got.error().message());
+  EXPECT_EQ(got->size(), kSize);
+  EXPECT_TRUE(*got == up) << "echoed bytes differ: a frame read a writer's buffer after write_all returned";
+}
+
+TEST(H2Stream, WritersMayReuseTheirBufferOnceWriteAllReturns) {
+  HboneLoopback lo;
+  lo.run(reused_writer_buffers(lo), 30s);
 }
 
 asio::awaitable<void> request_headers(HboneLoopback& lo) {

@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "net/owned_bytes.hpp"
+
 namespace meshnode::h2 {
 
 /// A FIFO of bytes kept in fixed 16 KiB blocks: appending and consuming never move queued
@@ -65,6 +67,24 @@ class ByteQueue {
       if (b.begin == b.end) blocks_.erase(blocks_.begin());
     }
     if (blocks_.empty()) std::vector<Block>().swap(blocks_);
+  }
+
+  /// Moves whole blocks from the head into `out` (no copy) until it is full or this is empty;
+  /// the last one may be partly filled, and later appends start a new block. Returns the bytes
+  /// moved.
+  std::size_t take_blocks(net::OwnedBytes& out) noexcept {
+    std::size_t taken = 0;
+    std::size_t k = 0;
+    for (; k < blocks_.size() && !out.full(); ++k) {
+      Block& b = blocks_[k];
+      const std::span<const std::byte> bytes(b.data.get() + b.begin, b.end - b.begin);
+      taken += bytes.size();
+      out.push(std::move(b.data), bytes);
+    }
+    blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(k));
+    size_ -= taken;
+    if (blocks_.empty()) std::vector<Block>().swap(blocks_);
+    return taken;
   }
 
   void clear() noexcept {

@@ -110,6 +110,13 @@ std::size_t StreamCore::take_received(std::span<std::byte> buf) {
   return n;
 }
 
+std::size_t StreamCore::take_received_blocks(net::OwnedBytes& out) {
+  const std::size_t n = recv_.take_blocks(out);
+  core_->queued_recv_ -= n;
+  core_->consume(id_, n);
+  return n;
+}
+
 std::string_view StreamCore::header(std::string_view name) const noexcept {
   for (const auto& h : headers_) {
     if (h.name == name) return h.value;

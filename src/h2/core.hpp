@@ -117,6 +117,9 @@ class StreamCore {
   void consume_sent(std::size_t n) noexcept;
   /// Hands up to buf.size() received bytes to the reader and returns their credit.
   std::size_t take_received(std::span<std::byte> buf);
+  /// As take_received, but hands over the receive queue's blocks themselves (no copy), as many
+  /// as `out` has room for; returns the bytes.
+  std::size_t take_received_blocks(net::OwnedBytes& out);
 
   SessionCore* core_;
   std::int32_t id_;

@@ -51,6 +51,11 @@ class Stream final : public net::ByteStream, public StreamCore {
   [[nodiscard]] std::size_t read_now(std::span<std::byte> buf) override {
     return recv_.empty() ? 0 : take_received(buf);
   }
+  /// Hands over the receive queue's blocks (returning their credit, as read_some).
+  [[nodiscard]] std::size_t take_input(net::OwnedBytes& into) override {
+    return recv_.empty() ? 0 : take_received_blocks(into);
+  }
+  [[nodiscard]] bool lends_input() const noexcept override { return true; }
 
   /// Client: waits for the response HEADERS; returns :status. Errc::kReset/kClosed if the stream
   /// or the connection ends first.

@@ -3,10 +3,14 @@
 #include "net/awaitable.hpp"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
+#include <array>
 #include <cassert>
 #include <cerrno>
 #include <utility>
+#include <vector>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
@@ -16,8 +20,6 @@
 
 namespace meshnode::net {
 namespace {
-
-
 
 base::Error to_error(const std::error_code& ec, const char* what) {
   if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
@@ -62,6 +64,50 @@ asio::awaitable<base::Result<void>> TcpStream::write_all(std::span<const std::by
   }
   const auto from = asio::buffer(data.data(), data.size());
   auto [ec, n] = co_await asio::async_write(socket_, from, kNoThrow);
+  if (ec) co_return std::unexpected(to_error(ec, "tcp write"));
+  co_return base::Result<void>{};
+}
+
+asio::awaitable<base::Result<void>> ByteStream::write_parts(std::span<const std::span<const std::byte>> parts) {
+  for (const std::span<const std::byte> part : parts) {
+    auto written = co_await write_all(part);
+    if (!written) co_return written;
+  }
+  co_return base::Result<void>{};
+}
+
+asio::awaitable<base::Result<void>> TcpStream::write_parts(std::span<const std::span<const std::byte>> parts) {
+  // As write_all: one attempt here, Asio's write for what the socket did not take.
+  std::size_t head_sent = 0;  // bytes of parts.front() already sent
+  if (!parts.empty() && socket_.is_open()) {
+    std::array<iovec, OwnedBytes::kMaxParts> iov;
+    const std::size_t count = std::min(parts.size(), iov.size());
+    for (std::size_t i = 0; i < count; ++i) iov[i] = {const_cast<std::byte*>(parts[i].data()), parts[i].size()};
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = count;
+    ssize_t n;
+    do n = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      auto sent = static_cast<std::size_t>(n);
+      while (!parts.empty() && sent >= parts.front().size()) {
+        sent -= parts.front().size();
+        parts = parts.subspan(1);
+      }
+      head_sent = sent;
+      if (parts.empty()) co_return base::Result<void>{};
+    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      const std::error_code ec(errno, asio::error::get_system_category());
+      co_return std::unexpected(to_error(ec, "tcp write"));
+    }
+  }
+  if (parts.empty()) co_return base::Result<void>{};
+  std::vector<asio::const_buffer> rest;
+  rest.reserve(parts.size());
+  for (const std::span<const std::byte> part : parts) rest.emplace_back(part.data(), part.size());
+  rest.front() += head_sent;
+  auto [ec, n] = co_await asio::async_write(socket_, rest, kNoThrow);
   if (ec) co_return std::unexpected(to_error(ec, "tcp write"));
   co_return base::Result<void>{};
 }

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "base/error.hpp"
+#include "net/owned_bytes.hpp"
 
 namespace meshnode::net {
 
@@ -41,6 +42,18 @@ class ByteStream {
   /// `read_some` (a reader that gets 0 simply reads again). Lets a reader whose small buffer came
   /// back full gather the rest of a burst into one write. The default takes nothing.
   [[nodiscard]] virtual std::size_t read_now(std::span<std::byte> /*buf*/) { return 0; }
+  /// Hands over received bytes the stream already holds in memory blocks of its own, without
+  /// copying them (an HTTP/2 stream's DATA; their flow-control credit is returned, as by
+  /// read_some): as many as `into` has room for, appended to it; returns the bytes, 0 when none
+  /// are held. EOF and errors stay for `read_some`. The default holds nothing.
+  [[nodiscard]] virtual std::size_t take_input(OwnedBytes& /*into*/) { return 0; }
+  /// True when take_input hands over everything read_some would read: a reader then waits with
+  /// wait_readable (which costs such a stream no system call) and takes the bytes in place,
+  /// holding no buffer of its own.
+  [[nodiscard]] virtual bool lends_input() const noexcept { return false; }
+  /// Writes `parts` in order, all of them or fails, as write_all: one gathered send where the
+  /// transport has one (TCP: sendmsg), else write_all per part (the default).
+  virtual asio::awaitable<base::Result<void>> write_parts(std::span<const std::span<const std::byte>> parts);
 };
 
 /// ByteStream over a connected TCP socket. `reset()` closes with SO_LINGER 0 so the peer sees RST.
@@ -50,6 +63,8 @@ class TcpStream final : public ByteStream {
 
   asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte> buf) override;
   asio::awaitable<base::Result<void>> write_all(std::span<const std::byte> data) override;
+  /// One sendmsg of all parts first (as write_all's one send), then Asio's gathered write.
+  asio::awaitable<base::Result<void>> write_parts(std::span<const std::span<const std::byte>> parts) override;
   asio::awaitable<base::Result<void>> shutdown_write() override;
   void reset() override;
   asio::awaitable<void> wait_readable() override;

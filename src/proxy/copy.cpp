@@ -82,6 +82,28 @@ asio::awaitable<Step> pump(net::ByteStream& from, net::ByteStream& to, std::uniq
   co_return Step::kMore;
 }
 
+// pump() for a source that lends its input (an HTTP/2 stream): its received blocks are written
+// on as they are, one gathered write, with no copy into a buffer of ours. Called once the source
+// is readable: with nothing held, EOF or an error is pending, and pump() reports it at once.
+asio::awaitable<Step> pump_lent(net::ByteStream& from, net::ByteStream& to, Direction& d, telemetry::Counter* counter) {
+  net::OwnedBytes input;
+  const std::size_t n = from.take_input(input);
+  if (n == 0) {
+    auto small = std::make_unique_for_overwrite<std::byte[]>(kSmall);
+    std::size_t size = kSmall;
+    std::size_t read = 0;
+    co_return co_await pump(from, to, small, size, read, d, counter);
+  }
+  auto written = co_await to.write_parts(input.parts());
+  if (!written) {
+    d.error = std::move(written.error());
+    co_return Step::kFailed;
+  }
+  d.bytes += n;
+  if (counter != nullptr) counter->inc(n);
+  co_return Step::kMore;
+}
+
 // Copies `from` to `to` until EOF (then half-closes `to`) or a failure (then resets both); the
 // outcome goes to `d`, not to a return value, which would take a slot in this long-lived frame
 // and in the frame of the co_spawn that runs one of the directions.
@@ -104,21 +126,33 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
   std::size_t size = 0;
   std::size_t last = 0;  // bytes of the previous read
   co_await from.wait_readable();
-  for (bool first = true;; first = false) {
-    const std::size_t want = first || last < kMedium ? kSmall : read_size(d.bytes);
-    if (!first && want > kSmall && !from.readable_now()) {
-      buf.reset();
-      // A spurious wake-up must not allocate (and then hold, waiting in the read) a big buffer.
-      do co_await from.wait_readable();
-      while (!from.readable_now());
+  // An HTTP/2 stream already holds what it received, in blocks of its own: they are written on
+  // as they are (issue 15: the copy out of them was 2.6 % of a bulk receiver's CPU), and the
+  // direction holds no buffer at all while it waits.
+  if (from.lends_input()) {
+    for (;;) {
+      while (!from.readable_now()) co_await from.wait_readable();
+      const Step step = co_await pump_lent(from, to, d, counter);
+      if (step == Step::kEof) co_return;
+      if (step == Step::kFailed) break;
     }
-    if (!buf || size != want) {
-      size = want;
-      buf = std::make_unique_for_overwrite<std::byte[]>(size);
+  } else {
+    for (bool first = true;; first = false) {
+      const std::size_t want = first || last < kMedium ? kSmall : read_size(d.bytes);
+      if (!first && want > kSmall && !from.readable_now()) {
+        buf.reset();
+        // A spurious wake-up must not allocate (and then hold, waiting in the read) a big buffer.
+        do co_await from.wait_readable();
+        while (!from.readable_now());
+      }
+      if (!buf || size != want) {
+        size = want;
+        buf = std::make_unique_for_overwrite<std::byte[]>(size);
+      }
+      const Step step = co_await pump(from, to, buf, size, last, d, counter);
+      if (step == Step::kEof) co_return;
+      if (step == Step::kFailed) break;
     }
-    const Step step = co_await pump(from, to, buf, size, last, d, counter);
-    if (step == Step::kEof) co_return;
-    if (step == Step::kFailed) break;
   }
   // One side failed: the connection is over in both directions; propagate as resets.
   from.reset();

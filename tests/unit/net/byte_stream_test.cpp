@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 #include <asio/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <chrono>
@@ -120,6 +121,26 @@ asio::awaitable<void> half_close_exchange(TcpStream& client, TcpStream& server, 
 asio::awaitable<void> write_payload(TcpStream& client, const std::string& payload, bool& wrote) {
   const auto bytes = as_bytes(payload);
   EXPECT_TRUE(co_await client.write_all(bytes));
+  EXPECT_TRUE(co_await client.shutdown_write());
+  wrote = true;
+}
+
+// Writes `payload` as gathered writes of up to 16 parts of varied sizes (1 byte to 1 MiB, so some
+// writes overrun the socket buffer and finish in Asio's write, starting mid-part), then EOF.
+asio::awaitable<void> write_payload_in_parts(TcpStream& client, const std::string& payload, bool& wrote) {
+  static constexpr std::array<std::size_t, 7> kSizes{1, 1000, 16'384, 3, 65'536, 1 << 20, 777};
+  std::span<const std::byte> rest = as_bytes(payload);
+  std::vector<std::span<const std::byte>> parts;
+  for (std::size_t i = 0; !rest.empty(); ++i) {
+    const std::size_t n = std::min(kSizes[i % kSizes.size()], rest.size());
+    parts.push_back(rest.first(n));
+    rest = rest.subspan(n);
+    if (parts.size() == (i % OwnedBytes::kMaxParts) + 1 || rest.empty()) {
+      auto written = co_await client.write_parts(parts);
+      EXPECT_TRUE(written) << written.error().message();
+      parts.clear();
+    }
+  }
   EXPECT_TRUE(co_await client.shutdown_write());
   wrote = true;
 }
@@ -241,6 +262,24 @@ TEST(TcpStream, LargeTransferIsIntact) {
   ASSERT_TRUE(run_until(io, done));
   EXPECT_TRUE(wrote);
   EXPECT_TRUE(got.data == payload);
+}
+
+TEST(TcpStream, GatheredWritesArriveInOrderAndIntact) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream client(std::move(pair.client));
+  TcpStream server(std::move(pair.server));
+  std::string payload(12 << 20, '\0');
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((i * 2654435761u) >> 13);
+  bool wrote = false;
+  bool done = false;
+  ReadAll got;
+  asio::co_spawn(io, write_payload_in_parts(client, payload, wrote), asio::detached);
+  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
+  ASSERT_TRUE(run_until(io, done, 20s));
+  EXPECT_TRUE(wrote);
+  EXPECT_EQ(got.data.size(), payload.size());
+  EXPECT_TRUE(got.data == payload) << "gathered parts arrived reordered or damaged";
 }
 
 TEST(Deadline, FiresOnceAfterTheDuration) {

@@ -13,6 +13,7 @@
 #include <asio/ip/tcp.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <future>
 #include <string>
 #include <thread>
@@ -229,6 +230,80 @@ TEST(CopyGather, AMessageJustOverOneKiBThatIsAllHereLeavesAsOneWrite) {
   EXPECT_EQ(upstream.received, request);
   EXPECT_EQ(upstream.writes, std::vector<std::size_t>{request.size()});
   EXPECT_FALSE(moved.error) << moved.error->context;
+}
+
+// A source that holds its input in blocks of its own, as an HTTP/2 stream does: take_input hands
+// them over; read_some only reports the EOF after them (and counts calls made while it held bytes).
+class LendingStream final : public net::ByteStream {
+ public:
+  explicit LendingStream(std::vector<std::string> chunks) : chunks_(std::move(chunks)) {}
+
+  asio::awaitable<base::Result<std::size_t>> read_some(std::span<std::byte> buf) override {
+    if (next_ < chunks_.size()) {
+      ++copied_reads;
+      const std::string& c = chunks_[next_++];
+      const std::size_t n = std::min(buf.size(), c.size());
+      std::memcpy(buf.data(), c.data(), n);
+      co_return n;
+    }
+    co_return 0;
+  }
+  asio::awaitable<base::Result<void>> write_all(std::span<const std::byte>) override {
+    co_return base::Result<void>{};
+  }
+  asio::awaitable<base::Result<void>> shutdown_write() override { co_return base::Result<void>{}; }
+  void reset() override {}
+  [[nodiscard]] bool lends_input() const noexcept override { return true; }
+  [[nodiscard]] std::size_t take_input(net::OwnedBytes& into) override {
+    std::size_t n = 0;
+    for (; next_ < chunks_.size() && !into.full(); ++next_) {
+      const std::string& c = chunks_[next_];
+      auto block = std::make_unique_for_overwrite<std::byte[]>(c.size());
+      std::memcpy(block.get(), c.data(), c.size());
+      const std::span<const std::byte> bytes(block.get(), c.size());
+      into.push(std::move(block), bytes);
+      n += c.size();
+    }
+    return n;
+  }
+
+  std::size_t copied_reads = 0;
+
+ private:
+  std::vector<std::string> chunks_;
+  std::size_t next_ = 0;
+};
+
+// An HTTP/2 stream's received blocks go to the TCP side as they are (gathered writes), in order,
+// then the FIN; none passes through a read buffer of the copy.
+TEST(CopyLent, BlocksOfALendingSourceArriveIntactAndInOrderThenEof) {
+  asio::io_context io;
+  auto [client, server] = tcp_pair();
+  std::vector<std::string> chunks;
+  std::string expected;
+  for (unsigned i = 0; i < 70; ++i) {
+    chunks.push_back(pattern(i % 7 == 0 ? 1 : 16'384 - (i * 37) % 5000, i));
+    expected += chunks.back();
+  }
+  LendingStream downstream(chunks);
+  net::TcpStream upstream(asio::ip::tcp::socket(io, asio::ip::tcp::v4(), client));
+  Transferred moved;
+  bool done = false;
+  // The far end of the TCP side reads everything (it exceeds the socket buffers), then closes.
+  std::string got;
+  std::thread reader([&, fd = server] {
+    got = read_n(fd, expected.size() + 1);  // + 1: returns early only on the FIN
+    ::close(fd);
+  });
+  asio::co_spawn(io, copy_bidirectional(downstream, upstream, nullptr, nullptr, moved),
+                 [&](std::exception_ptr) { done = true; });
+  io.run_for(10s);
+  reader.join();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "bytes reordered or damaged";
+  EXPECT_EQ(moved.downstream_to_upstream, expected.size());
+  EXPECT_EQ(downstream.copied_reads, 0u) << "bytes went through a read buffer instead of being lent";
 }
 
 }  // namespace

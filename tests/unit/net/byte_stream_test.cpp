@@ -247,37 +247,36 @@ TEST(TcpStream, ShutdownWriteGivesPeerEofWhileReadsContinue) {
   EXPECT_EQ(*at_client.end, 0u);
 }
 
-TEST(TcpStream, LargeTransferIsIntact) {
+// Sends `size` patterned bytes from a client TcpStream to a server one with `writer`, then EOF;
+// returns what the server read (empty if the transfer did not finish within `limit`).
+using PayloadWriter = asio::awaitable<void> (*)(TcpStream&, const std::string&, bool&);
+void transfer(PayloadWriter writer, std::size_t size, std::chrono::seconds limit, std::string& payload,
+              ReadAll& got) {
   asio::io_context io;
   TcpPair pair(io);
   TcpStream client(std::move(pair.client));
   TcpStream server(std::move(pair.server));
-  std::string payload(4 << 20, '\0');
+  payload.assign(size, '\0');
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((i * 2654435761u) >> 13);
   bool wrote = false;
   bool done = false;
-  ReadAll got;
-  asio::co_spawn(io, write_payload(client, payload, wrote), asio::detached);
+  asio::co_spawn(io, writer(client, payload, wrote), asio::detached);
   asio::co_spawn(io, read_everything(server, got, done), asio::detached);
-  ASSERT_TRUE(run_until(io, done));
+  EXPECT_TRUE(run_until(io, done, limit));
   EXPECT_TRUE(wrote);
+}
+
+TEST(TcpStream, LargeTransferIsIntact) {
+  std::string payload;
+  ReadAll got;
+  transfer(&write_payload, 4 << 20, 5s, payload, got);
   EXPECT_TRUE(got.data == payload);
 }
 
 TEST(TcpStream, GatheredWritesArriveInOrderAndIntact) {
-  asio::io_context io;
-  TcpPair pair(io);
-  TcpStream client(std::move(pair.client));
-  TcpStream server(std::move(pair.server));
-  std::string payload(12 << 20, '\0');
-  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((i * 2654435761u) >> 13);
-  bool wrote = false;
-  bool done = false;
+  std::string payload;
   ReadAll got;
-  asio::co_spawn(io, write_payload_in_parts(client, payload, wrote), asio::detached);
-  asio::co_spawn(io, read_everything(server, got, done), asio::detached);
-  ASSERT_TRUE(run_until(io, done, 20s));
-  EXPECT_TRUE(wrote);
+  transfer(&write_payload_in_parts, 12 << 20, 20s, payload, got);
   EXPECT_EQ(got.data.size(), payload.size());
   EXPECT_TRUE(got.data == payload) << "gathered parts arrived reordered or damaged";
 }

@@ -305,6 +305,14 @@ def main():
         b, who = best("g1", lower=False)
         w(cmp("HBONE throughput 1 stream vs the best TLS peer's", mh.get("g1"), b, 1.5, le=False, unit=" Gbit/s",
               what=f" ({who})" if who else ""))
+        # The ceiling of the same run: a relay of the same hops with no TLS and no HTTP/2 does less
+        # work per byte than any TLS tunnel, so no TLS tunnel can carry more than the fastest one.
+        plain = [(S[c]["g1"], c) for c in ("haproxy-tcp", "meshnode-tcp") if S.get(c, {}).get("g1") is not None]
+        if b and plain and mh.get("g1") and max(plain)[0] < 1.5 * b:
+            top, top_c = max(plain)
+            w(f"  - The target is above this machine's ceiling: {top_c}, a relay of the same hops with no TLS and "
+              f"no HTTP/2, carries {top:.2f} Gbit/s = {top / b:.2f}× the best TLS peer's ({who}). HBONE vs that "
+              f"ceiling: {mh['g1'] / top:.2f}×.")
         w(cmp("HBONE throughput, 4 client pods at once vs 1 stream", mh.get("g4pods"), mh.get("g1"), 1.3, le=False,
               unit=" Gbit/s"))
         g41 = mh.get("g4_over_g1")

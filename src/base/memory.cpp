@@ -1,9 +1,14 @@
 #include "base/memory.hpp"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 // jemalloc's control entry point. Weak: it resolves to jemalloc's when the executable links
@@ -46,6 +51,59 @@ void release_free_memory() {
   ::malloc_trim(0);
 }
 
+
+namespace {
+
+// One mapping of /proc/self/smaps (proc(5)): its header line and the fields this file reads.
+struct Mapping {
+  std::uintptr_t start = 0;
+  std::uintptr_t end = 0;
+  bool candidate = false;  // private, readable, not writable, backed by a file
+  std::size_t rss_kb = 0;
+  std::size_t anonymous_kb = 0;
+  bool locked = false;
+};
+
+bool droppable(const Mapping& m) { return m.candidate && !m.locked && m.anonymous_kb == 0 && m.rss_kb > 0; }
+
+}  // namespace
+
+Result<std::size_t> release_clean_file_pages() {
+  std::FILE* smaps = std::fopen("/proc/self/smaps", "re");
+  if (smaps == nullptr) return fail_errno("open /proc/self/smaps", errno);
+  std::vector<Mapping> mappings;
+  char* line = nullptr;  // getline(3) grows it to the longest line (a path can be long)
+  std::size_t capacity = 0;
+  while (::getline(&line, &capacity, smaps) != -1) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    int path_at = 0;
+    // "start-end perms offset dev inode path": a header starts with the hex range.
+    if (std::sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &start, &end, perms, &path_at) == 3 && path_at > 0) {
+      mappings.push_back({.start = start, .end = end,
+                          .candidate = perms[0] == 'r' && perms[1] != 'w' && perms[3] == 'p' && line[path_at] == '/'});
+      continue;
+    }
+    if (mappings.empty()) continue;
+    Mapping& m = mappings.back();
+    std::size_t kb = 0;
+    if (std::sscanf(line, "Rss: %zu kB", &kb) == 1) m.rss_kb = kb;
+    else if (std::sscanf(line, "Anonymous: %zu kB", &kb) == 1) m.anonymous_kb = kb;
+    else if (std::sscanf(line, "Locked: %zu kB", &kb) == 1) m.locked = m.locked || kb > 0;
+    else if (std::strncmp(line, "VmFlags:", 8) == 0) m.locked = m.locked || std::strstr(line, " lo") != nullptr;
+  }
+  const bool read_error = std::ferror(smaps) != 0;
+  std::free(line);
+  std::fclose(smaps);
+  if (read_error) return fail(Errc::kIo, "read /proc/self/smaps");
+  std::size_t released = 0;
+  for (const Mapping& m : mappings) {
+    if (!droppable(m)) continue;
+    // EINVAL/ENOMEM (the mapping changed since the read) only means it stays resident.
+    if (::madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_DONTNEED) == 0) released += m.rss_kb * 1024;
+  }
+  return released;
+}
 
 AllocatorStats allocator_stats() {
   if (!on_jemalloc()) return {};

@@ -23,6 +23,19 @@ void flush_thread_cache();
 /// heap sizes.
 void release_free_memory();
 
+/// Unmaps the clean pages of this process's read-only file mappings: madvise(MADV_DONTNEED) on
+/// every private mapping of a file without write permission that holds no copy-on-write page (the
+/// executable's code, read-only data and relocation tables; the shared libraries'). Mappings with a
+/// copy-on-write page (RELRO after relocation, a debugger's breakpoint) and locked ones are left
+/// alone: dropping them would lose their contents. The pages stay in the page cache; those the
+/// process touches again come back as minor faults (with the kernel's fault-around, 64 KiB each).
+/// Why: start-up code (static initializers, config parsing, certificate issuance) and the
+/// fault-around neighbours of every page touched once otherwise stay mapped, and counted in RSS,
+/// for the life of the process; unmapped, they are also the first the kernel can reclaim.
+/// Returns the resident bytes those mappings held before the call; Errc::kIo if
+/// /proc/self/smaps cannot be read. Costs one smaps walk: about a millisecond here.
+[[nodiscard]] Result<std::size_t> release_clean_file_pages();
+
 /// The allocator's own view of the heap, in bytes (jemalloc `stats.*` after an `epoch` refresh;
 /// every field 0 on glibc, which keeps no such totals). allocated <= active <= resident.
 struct AllocatorStats {

@@ -2,6 +2,7 @@
 """Opens or accepts N TCP connections and holds them idle (for RSS-per-connection measurements).
 
   idle_conns.py serve PORT N   listen, accept N connections, print "accepted N", then hold them
+                               (also prints "accepted 1" after the first: run.sh's warm-up)
   idle_conns.py open IP PORT N open N connections, print "opened N", then hold them
 Both hold until stdin closes or the process is killed.
 """
@@ -22,6 +23,8 @@ def main() -> int:
         while len(held) < n:
             conn, _ = srv.accept()
             held.append(conn)
+            if len(held) == 1 and n > 1:
+                print("accepted 1", flush=True)
         print(f"accepted {len(held)}", flush=True)
     else:
         ip, port, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

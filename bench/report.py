@@ -230,7 +230,8 @@ def main():
       "*idle* RSS = right after start (meshnode: 4 enrolled pods per proxy); *peak* = VmHWM after the "
       "RR / conn/s / HTTP / throughput runs. *idle conns*: RSS of both proxies while N idle tunnelled "
       "connections are held open by a client process in the client pod and a server process in the server "
-      "pod; KB per conn = (RSS with − RSS before) / N. meshnode-hbone is measured at the full N; "
+      "pod; KB per conn = (RSS with − RSS before) / N, where *before* follows one warm-up connection "
+      "(the code a connection runs is mapped once, not per connection). meshnode-hbone is measured at the full N; "
       "meshnode-tcp and every peer hold two sockets per tunnelled connection in one process, so with the "
       "20,000-fd limit per process they are measured at a smaller N (given in the cell). *HTTP*: proxy vCPU = "
       "proxy CPU seconds / wall seconds, scaled to 1,000 req/s; RSS = both proxies at the end of the run "
@@ -324,9 +325,10 @@ def main():
         fa, fb = mb(ri, "client_file_kb") if "client_file_kb" in ri else None, \
             mb(ri, "server_file_kb") if "server_file_kb" in ri else None
         floor = (f"; of the idle RSS, {fmt(fa, 1)} / {fmt(fb, 1)} MB are file-backed pages (code and "
-                 f"read-only data the process touched: the executable with its statically linked "
-                 f"OpenSSL, gRPC, protobuf, libstdc++, spdlog, ..., and the shared libc), which no heap "
-                 f"change moves") if None not in (fa, fb) else ""
+                 f"read-only data of the executable, with its statically linked OpenSSL, gRPC, protobuf, "
+                 f"libstdc++, spdlog, ..., and of the shared libc, that the process touched since it last "
+                 f"unmapped its clean file pages: after start-up, then every 30 s; each touch maps the "
+                 f"kernel's 64 KiB fault-around window)") if None not in (fa, fb) else ""
         w(lim("Proxy RSS during the 1 KiB HTTP run, per proxy (worse of A and B)",
               max(ha, hb) if None not in (ha, hb) else None, ZT_MB_PER_1K, unit=" MB", nd=1,
               detail=f" (A {fmt(ha, 1)}, B {fmt(hb, 1)}{floor})"))

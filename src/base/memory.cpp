@@ -1,7 +1,9 @@
 #include "base/memory.hpp"
 
+#include <link.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -9,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 // jemalloc's control entry point. Weak: it resolves to jemalloc's when the executable links
 // jemalloc, and stays null on glibc.
@@ -61,14 +65,20 @@ struct Mapping {
   bool candidate = false;  // private, readable, not writable, backed by a file
   std::size_t rss_kb = 0;
   std::size_t anonymous_kb = 0;
+  std::size_t swap_kb = 0;  // copy-on-write pages that were swapped out show here, not in Anonymous
+  bool seen_anonymous = false;
+  bool seen_swap = false;
   bool locked = false;
 };
 
-bool droppable(const Mapping& m) { return m.candidate && !m.locked && m.anonymous_kb == 0 && m.rss_kb > 0; }
+// A field the kernel did not report counts as unsafe: dropping a page that differs from the file
+// would lose it.
+bool droppable(const Mapping& m) {
+  return m.candidate && !m.locked && m.seen_anonymous && m.seen_swap && m.anonymous_kb == 0 && m.swap_kb == 0 &&
+         m.rss_kb > 0;
+}
 
-}  // namespace
-
-Result<std::size_t> release_clean_file_pages() {
+Result<std::vector<Mapping>> read_mappings() {
   std::FILE* smaps = std::fopen("/proc/self/smaps", "re");
   if (smaps == nullptr) return fail_errno("open /proc/self/smaps", errno);
   std::vector<Mapping> mappings;
@@ -87,22 +97,72 @@ Result<std::size_t> release_clean_file_pages() {
     if (mappings.empty()) continue;
     Mapping& m = mappings.back();
     std::size_t kb = 0;
-    if (std::sscanf(line, "Rss: %zu kB", &kb) == 1) m.rss_kb = kb;
-    else if (std::sscanf(line, "Anonymous: %zu kB", &kb) == 1) m.anonymous_kb = kb;
-    else if (std::sscanf(line, "Locked: %zu kB", &kb) == 1) m.locked = m.locked || kb > 0;
-    else if (std::strncmp(line, "VmFlags:", 8) == 0) m.locked = m.locked || std::strstr(line, " lo") != nullptr;
+    if (std::sscanf(line, "Rss: %zu kB", &kb) == 1) {
+      m.rss_kb = kb;
+    } else if (std::sscanf(line, "Anonymous: %zu kB", &kb) == 1) {
+      m.anonymous_kb = kb;
+      m.seen_anonymous = true;
+    } else if (std::sscanf(line, "Swap: %zu kB", &kb) == 1) {
+      m.swap_kb = kb;
+      m.seen_swap = true;
+    } else if (std::sscanf(line, "Locked: %zu kB", &kb) == 1) {
+      m.locked = m.locked || kb > 0;
+    } else if (std::strncmp(line, "VmFlags:", 8) == 0) {
+      m.locked = m.locked || std::strstr(line, " lo") != nullptr;
+    }
   }
   const bool read_error = std::ferror(smaps) != 0;
   std::free(line);
   std::fclose(smaps);
   if (read_error) return fail(Errc::kIo, "read /proc/self/smaps");
+  return mappings;
+}
+
+struct Sweep {
+  bool read = false;
+  std::optional<Error> error;
+  std::vector<Mapping> mappings;
   std::size_t released = 0;
-  for (const Mapping& m : mappings) {
-    if (!droppable(m)) continue;
-    // EINVAL/ENOMEM (the mapping changed since the read) only means it stays resident.
-    if (::madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_DONTNEED) == 0) released += m.rss_kb * 1024;
+};
+
+// dl_iterate_phdr callback, once per loaded object. glibc holds the loader's lock for the whole
+// iteration, so no dlopen or dlclose can map or unmap anything between the smaps read (on the
+// first call) and the madvise: a range read there still holds the same object's pages.
+int sweep_object(dl_phdr_info* info, std::size_t /*size*/, void* data) {
+  Sweep& sweep = *static_cast<Sweep*>(data);
+  if (!sweep.read) {
+    sweep.read = true;
+    auto mappings = read_mappings();
+    if (!mappings) {
+      sweep.error = mappings.error();
+      return 1;
+    }
+    sweep.mappings = std::move(*mappings);
   }
-  return released;
+  const auto page = static_cast<std::uintptr_t>(::getpagesize());
+  for (int k = 0; k < info->dlpi_phnum; ++k) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[k];
+    // Only segments the object never writes: RELRO and data live in writable PT_LOADs.
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0) continue;
+    const std::uintptr_t lo = (info->dlpi_addr + ph.p_vaddr) & ~(page - 1);
+    const std::uintptr_t hi = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
+    for (const Mapping& m : sweep.mappings) {
+      if (!droppable(m) || m.start < lo || m.end > hi) continue;
+      if (::madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_DONTNEED) == 0) {
+        sweep.released += m.rss_kb * 1024;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<std::size_t> release_clean_file_pages() {
+  Sweep sweep;
+  ::dl_iterate_phdr(sweep_object, &sweep);
+  if (sweep.error) return std::unexpected(*sweep.error);
+  return sweep.released;
 }
 
 AllocatorStats allocator_stats() {

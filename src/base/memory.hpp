@@ -23,12 +23,16 @@ void flush_thread_cache();
 /// heap sizes.
 void release_free_memory();
 
-/// Unmaps the clean pages of this process's read-only file mappings: madvise(MADV_DONTNEED) on
-/// every private mapping of a file without write permission that holds no copy-on-write page (the
-/// executable's code, read-only data and relocation tables; the shared libraries'). Mappings with a
-/// copy-on-write page (RELRO after relocation, a debugger's breakpoint) and locked ones are left
-/// alone: dropping them would lose their contents. The pages stay in the page cache; those the
-/// process touches again come back as minor faults (with the kernel's fault-around, 64 KiB each).
+/// Unmaps the clean pages of the loaded objects' read-only segments (the executable's and the
+/// shared libraries' code, read-only data and relocation tables): madvise(MADV_DONTNEED) on every
+/// private file mapping that lies wholly inside a non-writable PT_LOAD segment of an object that
+/// dl_iterate_phdr lists, and that holds no copy-on-write page (Anonymous and Swap both 0 in
+/// /proc/self/smaps) and is not locked. RELRO and data live in writable segments and are never
+/// touched; a mapping with a copy-on-write page (a debugger's breakpoint) or a field the kernel did
+/// not report is left alone; so is any file mapping no loaded object owns. It runs under the
+/// loader's lock (dl_iterate_phdr), so a concurrent dlopen/dlclose cannot change a range between
+/// the read and the madvise. The pages stay in the page cache; those the process touches again come
+/// back as minor faults (with the kernel's fault-around, 64 KiB each).
 /// Why: start-up code (static initializers, config parsing, certificate issuance) and the
 /// fault-around neighbours of every page touched once otherwise stay mapped, and counted in RSS,
 /// for the life of the process; unmapped, they are also the first the kernel can reclaim.

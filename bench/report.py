@@ -191,16 +191,24 @@ def main():
             idle_s = f"{ic.get('conns')}: failed ({ic['failed'].replace('_', ' ')[:160]})"
         else:
             n = f(ic["conns"])
-            before = f(ic["before_client_kb"]) + f(ic["before_server_kb"])
+
+            def grown(side):
+                # File-backed pages (code) do not grow with N; meshnode unmaps its clean ones every
+                # 30 s, which would move the figure either way. Runs before that field: plain RSS.
+                d = f(ic[f"after_{side}_kb"]) - f(ic[f"before_{side}_kb"])
+                if f"after_{side}_file_kb" in ic:
+                    d -= f(ic[f"after_{side}_file_kb"]) - f(ic[f"before_{side}_file_kb"])
+                return d
+
             after = f(ic["after_client_kb"]) + f(ic["after_server_kb"])
-            kpc = (after - before) / n
+            kpc = (grown("client") + grown("server")) / n
             if kpc <= 0.01:
                 idle_s = (f"{int(n)}: {after / 1024:.1f} MB, not measurable (RSS did not grow: the heap "
                           f"left by an earlier idle test on the same proxies was reused)")
             else:
                 s["kb_per_conn"] = kpc
-                s["kb_a"] = (f(ic["after_client_kb"]) - f(ic["before_client_kb"])) / n
-                s["kb_b"] = (f(ic["after_server_kb"]) - f(ic["before_server_kb"])) / n
+                s["kb_a"] = grown("client") / n
+                s["kb_b"] = grown("server") / n
                 idle_s = f"{int(n)}: {after / 1024:.1f} MB, {kpc:.2f} KB"
         hv = values("http", c, lambda r: pcpu(r) / f(r.get("wall_s"), 1) / (f(r.get("rps"), 0) / 1000)
                     if f(r.get("rps")) else None)
@@ -230,8 +238,8 @@ def main():
       "*idle* RSS = right after start (meshnode: 4 enrolled pods per proxy); *peak* = VmHWM after the "
       "RR / conn/s / HTTP / throughput runs. *idle conns*: RSS of both proxies while N idle tunnelled "
       "connections are held open by a client process in the client pod and a server process in the server "
-      "pod; KB per conn = (RSS with − RSS before) / N, where *before* follows one warm-up connection "
-      "(the code a connection runs is mapped once, not per connection). meshnode-hbone is measured at the full N; "
+      "pod; KB per conn = growth of RSS without its file-backed pages (RssAnon + RssShmem: code is mapped "
+      "once, not per connection) from *before*, read after one warm-up connection, to *with* / N. meshnode-hbone is measured at the full N; "
       "meshnode-tcp and every peer hold two sockets per tunnelled connection in one process, so with the "
       "20,000-fd limit per process they are measured at a smaller N (given in the cell). *HTTP*: proxy vCPU = "
       "proxy CPU seconds / wall seconds, scaled to 1,000 req/s; RSS = both proxies at the end of the run "

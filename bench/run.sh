@@ -106,7 +106,7 @@ group_ticks() { # $1 = pgid -> utime+stime (+ reaped children's) of all members
   done
   echo "$t"
 }
-group_mem_kb() { # $1 = pgid, $2 = VmHWM|VmRSS -> sum over members (kB)
+group_mem_kb() { # $1 = pgid, $2 = a /proc/<pid>/status field in kB (VmHWM, VmRSS, RssFile) -> sum over members
   local p k=0 v
   [[ -z $1 ]] && { echo 0; return; }
   for p in $(group_pids "$1"); do
@@ -554,16 +554,31 @@ for c in "${IDLE_ORDER[@]}"; do
   # One warm-up connection (closed by the client, held by the server) before the "before" figure:
   # the code a connection runs is mapped once, not per connection, and a proxy that has just
   # unmapped its clean file pages (meshnode, every 30 s) would otherwise charge it to the N.
-  ip netns exec "${CLI[$c]}" python3 -c "import socket; socket.create_connection(('$H', $P), timeout=10).close()" ||
-    log "warm-up connection through $c failed"
-  wait_until 10 "warm-up connection through $c" grep -qx "accepted 1" "$LOGDIR/idle-serve-$c.log"
+  # The client holds it until the server has it (a proxy may drop a connection closed at once).
+  ip netns exec "${CLI[$c]}" python3 - "$H" "$P" "$LOGDIR/idle-serve-$c.log" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+for _ in range(200):
+    if "accepted 1\n" in open(sys.argv[3]).read():
+        break
+    time.sleep(0.05)
+s.close()
+PY
+  if ! wait_until 10 "warm-up connection through $c" grep -qx "accepted 1" "$LOGDIR/idle-serve-$c.log"; then
+    emit "idle case=$c conns=$n failed=the_warm-up_connection_did_not_reach_the_server_within_10s"
+    stop_group "$spg"
+    continue
+  fi
   b_c=$(group_mem_kb "${CPG[$c]}" VmRSS) b_s=$(group_mem_kb "${SPG[$c]}" VmRSS)
+  bf_c=$(group_mem_kb "${CPG[$c]}" RssFile) bf_s=$(group_mem_kb "${SPG[$c]}" RssFile)
   start_group "idle-open-$c" "${CLI[$c]}" "ulimit -n 20000; sleep 900 | python3 -u '$BENCH/idle_conns.py' open $H $P $n"
   opg=$LAST_PG
   if wait_until $((n / 100 + 10)) "$n idle connections through $c" grep -qx "accepted $((n + 1))" "$LOGDIR/idle-serve-$c.log"; then
     sleep 1
     a_c=$(group_mem_kb "${CPG[$c]}" VmRSS) a_s=$(group_mem_kb "${SPG[$c]}" VmRSS)
-    emit "idle case=$c conns=$n before_client_kb=$b_c before_server_kb=$b_s after_client_kb=$a_c after_server_kb=$a_s"
+    af_c=$(group_mem_kb "${CPG[$c]}" RssFile) af_s=$(group_mem_kb "${SPG[$c]}" RssFile)
+    emit "idle case=$c conns=$n before_client_kb=$b_c before_server_kb=$b_s after_client_kb=$a_c after_server_kb=$a_s" \
+      "before_client_file_kb=$bf_c before_server_file_kb=$bf_s after_client_file_kb=$af_c after_server_file_kb=$af_s"
   else
     acc=$(ip netns exec "$sns" ss -tnH state established "sport = :$TPORT" | wc -l)
     emit "idle case=$c conns=$n failed=only_${acc}_of_${n}_reached_the_server_within_$((n / 100 + 10))s client:_$(tail -c 120 "$LOGDIR/idle-open-$c.log" | tr '\t\n ' '___')"

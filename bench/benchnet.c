@@ -8,6 +8,10 @@
 //                                                   prints "conns=.. errors=.. cps=.. p50_us=.. p99_us=.."
 //   benchnet connect-proxy PORT                     HTTP/1.1 CONNECT forward proxy (thread per connection,
 //                                                   splice relay); used behind nghttpx --http2-proxy
+//   benchnet inpod-relay PORT...                   the floor of meshnode's plain-TCP hops: accepts what the
+//                                                   pod's nft rules redirect to PORT, dials its original
+//                                                   destination with SO_MARK 0x539, copies both ways
+//                                                   (one thread, edge-triggered epoll, no TLS/HTTP/2)
 //   benchnet waitport HOST PORT TIMEOUT_S           exit 0 once a TCP connect succeeds
 //   benchnet http-server PORT                       epoll HTTP/1.1 keep-alive server: reads a request
 //                                                   (headers + Content-Length body), answers 200 "ok"
@@ -334,6 +338,159 @@ static int connect_proxy_main(int port) {
   return 0;
 }
 
+/* ---------------- in-pod relay: the floor of meshnode's plain-TCP hops ----------------
+ * What a proxy at meshnode's in-pod positions must do at the least, and nothing more: accept a
+ * connection the pod's nft rules redirected to PORT, read its original destination
+ * (SO_ORIGINAL_DST), dial it with SO_MARK 0x539 (the mark the pod's rules let through) and
+ * TCP_NODELAY, and copy both ways (read/write through a buffer, as any TLS proxy must; no
+ * splice), half-closing on EOF and resetting both sides on an error. One thread, one epoll,
+ * edge-triggered, one epoll_ctl per socket. No TLS, no HTTP/2, no routing, no metrics, no log. */
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80
+#endif
+#define RELAY_BUF 16384
+struct rconn;
+struct rend {
+  struct rconn *c;
+  int side; /* 0 = downstream (accepted), 1 = upstream (dialled) */
+};
+struct rconn {
+  int fd[2];
+  struct rend end[2];
+  int connected, dead;
+  /* buf[i]: bytes read from fd[i], not yet written to fd[1 - i] */
+  char *buf[2];
+  size_t off[2], len[2];
+  int eof[2], shut[2];
+  struct rconn *next_dead;
+};
+static struct rconn *dead_list;
+static void rconn_kill(struct rconn *c, int reset) {
+  if (c->dead) return;
+  c->dead = 1;
+  for (int i = 0; i < 2; i++) {
+    if (c->fd[i] < 0) continue;
+    if (reset) {
+      struct linger lg = {1, 0};
+      setsockopt(c->fd[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    close(c->fd[i]); /* also leaves the epoll set */
+  }
+  c->next_dead = dead_list;
+  dead_list = c;
+}
+/* Moves direction i (fd[i] -> fd[1 - i]) as far as the sockets allow; 0, or -1 on an error. */
+static int rconn_pump(struct rconn *c, int i) {
+  int in = c->fd[i], out = c->fd[1 - i];
+  for (;;) {
+    while (c->off[i] < c->len[i]) {
+      ssize_t w = send(out, c->buf[i] + c->off[i], c->len[i] - c->off[i], MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EAGAIN) return 0;
+      if (w < 0) return -1;
+      c->off[i] += (size_t)w;
+    }
+    c->off[i] = c->len[i] = 0;
+    if (c->eof[i]) {
+      if (!c->shut[i]) {
+        shutdown(out, SHUT_WR);
+        c->shut[i] = 1;
+      }
+      return 0;
+    }
+    if (!c->buf[i] && !(c->buf[i] = malloc(RELAY_BUF))) return -1;
+    ssize_t r = recv(in, c->buf[i], RELAY_BUF, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return 0;
+    if (r < 0) return -1;
+    if (r == 0) c->eof[i] = 1;
+    c->len[i] = (size_t)r;
+  }
+}
+static void rconn_run(struct rconn *c) {
+  if (c->dead || !c->connected) return;
+  if (rconn_pump(c, 0) < 0 || rconn_pump(c, 1) < 0) {
+    rconn_kill(c, 1);
+    return;
+  }
+  if (c->shut[0] && c->shut[1]) rconn_kill(c, 0);
+}
+static void relay_accept(int ep, int lfd) {
+  for (;;) {
+    int d = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (d < 0) return;
+    struct sockaddr_in dst;
+    socklen_t len = sizeof dst;
+    int u = -1, mark = 0x539, one = 1;
+    if (getsockopt(d, SOL_IP, SO_ORIGINAL_DST, &dst, &len) < 0 ||
+        (u = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+      close(d);
+      continue;
+    }
+    setsockopt(u, SOL_SOCKET, SO_MARK, &mark, sizeof mark);
+    setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(d, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(u, (struct sockaddr *)&dst, sizeof dst) < 0 && errno != EINPROGRESS) {
+      close(u);
+      close(d);
+      continue;
+    }
+    struct rconn *c = calloc(1, sizeof *c);
+    c->fd[0] = d;
+    c->fd[1] = u;
+    for (int i = 0; i < 2; i++) {
+      c->end[i] = (struct rend){c, i};
+      struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = &c->end[i]};
+      epoll_ctl(ep, EPOLL_CTL_ADD, c->fd[i], &ev);
+    }
+  }
+}
+static int inpod_relay_main(int nports, char **ports) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  static int lfds[8];
+  if (nports > 8) nports = 8;
+  for (int i = 0; i < nports; i++) {
+    lfds[i] = listen_on(atoi(ports[i]));
+    fcntl(lfds[i], F_SETFL, O_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &lfds[i]};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfds[i], &ev);
+  }
+  struct epoll_event evs[256];
+  for (;;) {
+    int n = epoll_wait(ep, evs, 256, -1);
+    for (int k = 0; k < n; k++) {
+      void *p = evs[k].data.ptr;
+      if (p >= (void *)lfds && p < (void *)(lfds + 8)) {
+        relay_accept(ep, *(int *)p);
+        continue;
+      }
+      struct rend *e = p;
+      struct rconn *c = e->c;
+      if (c->dead) continue;
+      if (e->side == 1 && !c->connected) {
+        if (!(evs[k].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) continue;
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) {
+          rconn_kill(c, 1);
+          continue;
+        }
+        c->connected = 1;
+      }
+      rconn_run(c);
+    }
+    while (dead_list) {
+      struct rconn *c = dead_list;
+      dead_list = c->next_dead;
+      free(c->buf[0]);
+      free(c->buf[1]);
+      free(c);
+    }
+  }
+  return 0;
+}
+
 static int waitport_main(const char *host, int port, double secs) {
   struct sockaddr_in sa;
   if (resolve(host, port, &sa) < 0) return 2;
@@ -514,10 +671,11 @@ int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "http-server")) return http_server_main(atoi(argv[2]));
   if (argc >= 8 && !strcmp(argv[1], "http-load"))
     return http_load_main(argv[2], atoi(argv[3]), atof(argv[4]), atof(argv[5]), atoi(argv[6]), atoi(argv[7]));
+  if (argc >= 3 && !strcmp(argv[1], "inpod-relay")) return inpod_relay_main(argc - 2, argv + 2);
   if (argc >= 5 && !strcmp(argv[1], "waitport")) return waitport_main(argv[2], atoi(argv[3]), atof(argv[4]));
   fprintf(stderr,
           "usage: benchnet echo PORT | rr HOST PORT SECS SIZE [WARMUP] | cps HOST PORT SECS SIZE THREADS |\n"
           "       connect-proxy PORT | waitport HOST PORT TIMEOUT | http-server PORT |\n"
-          "       http-load HOST PORT SECS RATE CONNS SIZE\n");
+          "       http-load HOST PORT SECS RATE CONNS SIZE | inpod-relay PORT...\n");
   return 2;
 }

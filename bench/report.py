@@ -186,7 +186,7 @@ def main():
         if not proxy:
             idle_s = "—"
         elif ic is None:
-            idle_s = "n/a"
+            idle_s = "not measured" if c == "relay-inpod" else "n/a"
         elif "failed" in ic:
             idle_s = f"{ic.get('conns')}: failed ({ic['failed'].replace('_', ' ')[:160]})"
         else:
@@ -251,6 +251,7 @@ def main():
     def t(ok):
         return "**met**" if ok else "**not met**"
     mh, ht, mt = S.get("meshnode-hbone", {}), S.get("haproxy-tcp", {}), S.get("meshnode-tcp", {})
+    ri_ = S.get("relay-inpod", {})
     tls_peers = {c: S[c] for c in ("stunnel", "haproxy") if c in S}
 
     def best(key, lower=True):
@@ -272,6 +273,21 @@ def main():
         ok = a <= want if le else a >= want
         return f"- {name}: {fmt(a, nd)}{unit}{detail} (target {'≤' if le else '≥'} {want}{unit}): {t(ok)}"
 
+    def relay_floor(key, target, higher_better=False, unit="", nd=2, what=""):
+        """The line under a target giving relay-inpod's figure: the least any proxy at meshnode's
+        in-pod positions can cost. When even that misses `target`, the target is out of reach on
+        these hops; otherwise it says how far HBONE is from the floor."""
+        fv, hv_ = ri_.get(key), mh.get(key)
+        if fv is None or target is None or hv_ is None or not fv:
+            return None
+        beyond = fv < target if higher_better else fv > target
+        head = (f"  - Floor of meshnode's own hops: relay-inpod (a minimal C relay at meshnode's in-pod positions, "
+                f"behind the same nft capture; no TLS, no HTTP/2) {what}{fmt(fv, nd)}{unit}")
+        tail = f"; HBONE vs that floor: {hv_ / fv:.2f}×"
+        if beyond:
+            return head + f", itself beyond the target ({fmt(target, nd)}{unit}): out of reach on these hops" + tail + "."
+        return head + ", within the target: the gap is meshnode's own" + tail + "."
+
     w("## Targets (issue 15), from the table above")
     w("")
     if mh:
@@ -279,10 +295,19 @@ def main():
             b, who = best(q)
             w(cmp(f"HBONE added latency {label} vs the best TLS peer's", mh.get(q), b, 1.0, unit=" µs",
                   what=f" ({who})" if who else ""))
+            line = relay_floor(q, b, unit=" µs", nd=1, what="adds +")
+            if line:
+                w(line)
             w(cmp(f"HBONE added latency {label} vs meshnode's own plain-TCP path's", mh.get(q), mt.get(q), 1.3,
                   unit=" µs"))
         w(cmp("New tunnelled connections/s vs haproxy-tcp", mh.get("cps"), ht.get("cps"), 1.0, le=False, nd=0))
+        line = relay_floor("cps", ht.get("cps"), higher_better=True, nd=0, unit=" conn/s", what="reaches ")
+        if line:
+            w(line)
         w(cmp("Proxy CPU per new connection vs haproxy-tcp's", mh.get("mspc"), ht.get("mspc"), 1.0, unit=" ms"))
+        line = relay_floor("mspc", ht.get("mspc"), unit=" ms", what="needs ")
+        if line:
+            w(line)
         pa, pb = mh.get("hv_a"), mh.get("hv_b")
         # The floor of the same run: the cheapest relay of the same hops (haproxy-tcp: no TLS, no
         # HTTP/2) and the TLS peers; a figure under haproxy-tcp's is out of reach on this machine.
@@ -295,6 +320,12 @@ def main():
         w(lim("1 KiB HTTP at 1,000 req/s, vCPU per proxy (worse of A and B)",
               max(pa, pb) if None not in (pa, pb) else None, ZT_VCPU_PER_1K, nd=3,
               detail=f" (A {fmt(pa, 3)}, B {fmt(pb, 3)}{floor_s})"))
+        if ri_.get("hv_a") is not None and ri_.get("hv_b") is not None:
+            ri_["hv"] = max(ri_["hv_a"], ri_["hv_b"])
+            mh["hv"] = max(pa, pb) if None not in (pa, pb) else None
+            line = relay_floor("hv", ZT_VCPU_PER_1K, nd=3, unit=" vCPU per proxy (worse side)", what="needs ")
+            if line:
+                w(line)
         relay = dict(floors).get("haproxy-tcp")
         if relay is not None and relay > ZT_VCPU_PER_1K:
             w(f"  - The target is below this machine's floor: haproxy-tcp, a relay of the same hops with no TLS "

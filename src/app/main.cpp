@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
   cli.add_flag("--transparent-inbound", o.transparent_inbound,
                "Connect to apps from the original client IP (needs the node agent's in-pod policy routing)")
       ->envname("MESHNODE_TRANSPARENT_INBOUND");
+  cli.add_flag("--hbone-early-data,!--no-hbone-early-data", o.hbone_early_data,
+               "Send what an app already wrote with its HBONE CONNECT, to node proxies (saves a round trip); "
+               "off: wait for the 200 first")
+      ->envname("MESHNODE_HBONE_EARLY_DATA")
+      ->capture_default_str();
   cli.add_option("--worker-threads", o.worker_threads, "Data worker threads")
       ->envname("ZTUNNEL_WORKER_THREADS")
       ->check(CLI::Range(1, 64))

@@ -15,6 +15,7 @@ struct Options {
   std::string proxy_mode;        ///< PROXY_MODE / --proxy-mode: shared (ZDS) | dedicated; default shared iff INPOD_UDS is set
   bool socks5 = false;           ///< UNSTABLE_ENABLE_SOCKS5 / --socks5
   bool transparent_inbound = false;  ///< MESHNODE_TRANSPARENT_INBOUND / --transparent-inbound
+  bool hbone_early_data = true;  ///< MESHNODE_HBONE_EARLY_DATA / --[no-]hbone-early-data
   int worker_threads = 2;        ///< ZTUNNEL_WORKER_THREADS / --worker-threads
   std::string log_level = "info";                ///< LOG_LEVEL / --log-level
   std::string termination_deadline = "5s";       ///< CONNECTION_TERMINATION_DEADLINE: "5s", "500ms", "5"

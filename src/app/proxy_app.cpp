@@ -410,6 +410,7 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
   start_workers();
   proxy::ProxyInputs inputs{state_, *certs_, tcp_metrics_, sockets_, data_tasks_, {}};
   inputs.options.transparent_inbound = options_.transparent_inbound;
+  inputs.options.hbone_early_data = options_.hbone_early_data;
   inputs.on_demand = on_demand_.get();
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());

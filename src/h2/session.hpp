@@ -70,6 +70,8 @@ class Stream final : public net::ByteStream, public StreamCore {
 
  private:
   friend class Session;
+  /// open_stream's first DATA: sent now behind the HEADERS, the rest (if any) queued.
+  void send_first(std::span<const std::byte> data);
   void wake_readable() override;
   void wake_writable() override { writable_.notify(); }
 
@@ -97,8 +99,12 @@ class Session final : public SessionCore, public std::enable_shared_from_this<Se
   /// in `tasks`, which must outlive them; they end when the connection does.
   void start(net::DrainScope& tasks);
   /// Client: submits a request (HBONE: :method CONNECT + :authority + extra headers) with an open
-  /// DATA source. Errc::kClosed if the connection is dead or going away.
-  [[nodiscard]] base::Result<std::shared_ptr<Stream>> open_stream(const Headers& headers);
+  /// DATA source. `first` is the stream's first DATA, framed in the same write as the HEADERS, so
+  /// both travel in one TLS record when they fit; the caller may reuse its buffer once this
+  /// returns. Keep it within 16 KiB, what a new stream always has room for: more is queued past
+  /// the stream's send budget. Errc::kClosed if the connection is dead or going away.
+  [[nodiscard]] base::Result<std::shared_ptr<Stream>> open_stream(const Headers& headers,
+                                                                  std::span<const std::byte> first = {});
 
   /// True while new streams may be opened (alive, no GOAWAY).
   [[nodiscard]] bool accepting() const noexcept { return !dead_ && !goaway_ && !draining_; }

@@ -155,12 +155,13 @@ asio::awaitable<base::Result<std::shared_ptr<h2::Session>>> ClientPool::acquire(
 }
 
 asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> ClientPool::connect(const PoolKey& key,
-                                                                               const h2::Headers& headers) {
+                                                                               const h2::Headers& headers,
+                                                                               std::span<const std::byte> first) {
   release_idle();
   for (std::uint32_t attempt = 1;; ++attempt) {
     auto session = co_await acquire(key);
     if (!session) co_return std::unexpected(std::move(session.error()));
-    auto stream = (*session)->open_stream(headers);
+    auto stream = (*session)->open_stream(headers, first);
     if (!stream) co_return std::unexpected(stream.error());
     net::Deadline deadline(ex_, options_.response_timeout, [s = *stream] { s->reset(); });
     auto status = co_await (*stream)->wait_response();

@@ -69,13 +69,19 @@ class ClientPool {
   ClientPool& operator=(const ClientPool&) = delete;
 
   /// Opens a CONNECT stream to `key.destination` with `headers` and returns it once the peer
-  /// answered 200. Errors: Errc::kConnectFailed / kTimeout (dial), kTlsHandshake, kIdentityMismatch
+  /// answered 200. `first`: bytes the app already sent, carried as the stream's first DATA right
+  /// behind the CONNECT HEADERS (RFC 9113 §8.5: every DATA frame after the request HEADERS is
+  /// tunnel payload), so they reach the destination one round trip earlier; the peer holds them
+  /// until its upstream is connected and authorized, and drops them with any refusal. At most
+  /// 16 KiB; the buffer must stay valid until this returns (a refused stream is retried with
+  /// the same bytes). Errors: Errc::kConnectFailed / kTimeout (dial), kTlsHandshake, kIdentityMismatch
   /// (peer SAN not in key.expected), kCertificate (no certificate for key.source), kProtocol
   /// (non-200 status, named in the context), kReset (connection lost, or the stream refused
   /// unprocessed `refused_attempts` times in a row: each refusal is retried on another connection),
   /// kLimitExceeded (the key has `max_connections` full connections, or its peer allows no stream:
   /// SETTINGS_MAX_CONCURRENT_STREAMS = 0 — no further connection is dialled to such a peer).
-  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const PoolKey& key, const h2::Headers& headers);
+  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(const PoolKey& key, const h2::Headers& headers,
+                                                                     std::span<const std::byte> first = {});
 
   /// Aborts every pooled connection (their streams see resets).
   void close_all();

@@ -72,6 +72,9 @@ struct ProxyOptions {
   bool transparent_inbound = false;
   /// How long an outbound connection to an unknown address waits for an on-demand answer.
   std::chrono::steady_clock::duration on_demand_timeout = std::chrono::seconds(5);
+  /// Bytes the app sent before its HBONE tunnel is up ride with the CONNECT, on routes whose
+  /// peer takes them (state::Route::early_data); false waits for the 200 first, as ztunnel does.
+  bool hbone_early_data = true;
 };
 
 /// What every path of every pod takes from the process (the reference's ProxyInputs): the state,

@@ -43,12 +43,18 @@ class Outbound {
   asio::awaitable<void> serve(asio::ip::tcp::socket socket, TraceId id);
 
   /// Routes `client` → `target` as the pod's workload and dials the route's next hop; fills `t`
-  /// (record, labels, counters once routed, upstream once dialled).
+  /// (record, labels, counters once routed, upstream once dialled). With `app`, an HBONE route
+  /// whose peer takes early data (state::Route::early_data, ProxyOptions::hbone_early_data)
+  /// takes what the app has already sent (up to kFirstDataBytes, without waiting) and sends it
+  /// behind the CONNECT, counted as moved client → server.
   /// @returns the refusal reason: select_route's errors (kRecursiveCall, kNoHealthyUpstream) and
   ///          the dial's (kConnectFailed, kTimeout, kTlsHandshake, kIdentityMismatch,
   ///          kPolicyDenied from the peer's 401, ...). Nothing is logged or counted closed yet.
   asio::awaitable<base::Result<void>> open(OutboundTunnel& t, base::ClientAddr client, base::OrigDstAddr target,
-                                           TraceId id);
+                                           TraceId id, net::ByteStream* app = nullptr);
+  /// The most an HBONE route sends behind its CONNECT (bytes): a client's first flight (an HTTP
+  /// request head, a TLS ClientHello) fits; the rest goes on after the 200 as usual.
+  static constexpr std::size_t kFirstDataBytes = 4096;
   /// Copies both directions until they end, then records the close (log line, metrics).
   asio::awaitable<void> carry(OutboundTunnel& t, net::TcpStream& downstream);
   /// Records a refused connection (one failed close, one log line). The caller has reset it.

@@ -54,6 +54,12 @@ struct Route {
   /// The service whose VIP was dialled; null when addressed by pod IP or for kPassthrough.
   /// Points into the snapshot passed to select_route: valid while that snapshot lives.
   const Service* service = nullptr;
+  /// kHbone to the destination's own node proxy (ztunnel or meshnode): a peer that holds DATA
+  /// arriving before its 200 until its upstream is connected and authorized, so what the app
+  /// already sent may ride with the CONNECT. Not for Envoy hops (waypoints, gateways): Envoy can
+  /// be set to reject a CONNECT that sends data before its 2xx
+  /// (envoy.reloadable_features.reject_early_connect_data, CVE-2025-64763).
+  bool early_data = false;
 };
 
 /// Chooses the next hop for a connection captured on the outbound listener (research §4.1,

@@ -216,8 +216,9 @@ class HboneLoopback {
 
   /// Opens a CONNECT stream through the pool. (ClientPool::connect takes references: the key and
   /// headers live in this coroutine's frame until it completes.)
-  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect_with(h2::Headers h, hbone::PoolKey k) {
-    co_return co_await pool().connect(k, h);
+  asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect_with(h2::Headers h, hbone::PoolKey k,
+                                                                          std::span<const std::byte> first = {}) {
+    co_return co_await pool().connect(k, h, first);
   }
   /// Not a coroutine: the headers are built before it returns, so its arguments may be literals.
   asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(std::string_view mode, std::string_view tag = "",
@@ -314,6 +315,8 @@ class HboneLoopback {
   //   reset     200, send random(x-seed, x-size) in 16 KiB writes, then reset the stream
   //   sink      200, read until EOF or error (recorded)
   //   status    respond x-size as the status code
+  //   early     read x-size bytes before answering (recorded; only bytes sent with the CONNECT
+  //             can come), 200, read to EOF (appended), half-close
   //   rst       200, send random(x-seed, x-size), then RST_STREAM with code x-seed (no END_STREAM)
   asio::awaitable<void> serve_stream(std::shared_ptr<h2::Stream> stream,
                                      std::shared_ptr<const hbone::InboundConnection> conn) {
@@ -329,6 +332,19 @@ class HboneLoopback {
 
     if (mode == "status") {
       (void)stream->respond(static_cast<int>(size));
+      rec.done = true;
+      co_return;
+    }
+    if (mode == "early") {
+      // Only bytes that came with the CONNECT can arrive before the answer.
+      rec.received = co_await read_exactly(*stream, size);
+      if (auto ok = stream->respond(rec.received ? 200 : 503); !ok) rec.sent = std::unexpected(ok.error());
+      if (rec.received && rec.sent) {
+        auto rest = co_await read_to_eof(*stream);
+        if (rest) rec.received->insert(rec.received->end(), rest->begin(), rest->end());
+        else rec.received = std::unexpected(rest.error());
+        rec.sent = co_await stream->shutdown_write();
+      }
       rec.done = true;
       co_return;
     }

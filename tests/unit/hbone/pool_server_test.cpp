@@ -85,6 +85,38 @@ TEST(HbonePool, NonOkStatusIsAProtocolErrorNamingTheStatus) {
   lo.run(non_ok_status(lo));
 }
 
+// The bytes an app sent before its tunnel was up go behind the CONNECT: the server here answers
+// only once it has read them, so without them the CONNECT would wait out its response timeout.
+constexpr std::array<std::size_t, 3> kFirstDataSizes = {1, 4096, 16 * 1024};
+
+asio::awaitable<void> first_data_rides_with_the_connect(HboneLoopback& lo) {
+  for (const std::size_t size : kFirstDataSizes) {
+    const std::string tag = "early-" + std::to_string(size);
+    const auto first = random_bytes(size, size);
+    auto headers = lo.headers("early", tag, size);
+    auto key = lo.key();
+    const std::span<const std::byte> first_bytes = first;
+    auto stream = co_await lo.connect_with(std::move(headers), std::move(key), first_bytes);
+    CO_ASSERT(stream, size << " B sent with the CONNECT: " << stream.error().message());
+    const auto rest = random_bytes(size + 1, 50'000);
+    auto [got, sent] = co_await read_and_write(**stream, rest);
+    CO_ASSERT(sent && got, "the stream failed after its answer");
+    EXPECT_TRUE(got->empty());
+    const auto& rec = lo.records[tag];
+    CO_ASSERT(rec.done && rec.received, "the server did not read to EOF");
+    auto want = first;
+    want.insert(want.end(), rest.begin(), rest.end());
+    EXPECT_TRUE(*rec.received == want) << size << " B: the server read " << rec.received->size()
+                                       << " B, or in another order";
+  }
+  EXPECT_EQ(lo.pool().connection_count(), 1u);
+}
+
+TEST(HbonePool, BytesGivenWithTheConnectReachTheServerBeforeItsAnswer) {
+  HboneLoopback lo;
+  lo.run(first_data_rides_with_the_connect(lo));
+}
+
 asio::awaitable<void> unexpected_identity(HboneLoopback& lo) {
   auto other = base::SpiffeId{"cluster.local", "default", "other"};
   auto key = lo.key({other});

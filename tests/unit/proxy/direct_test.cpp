@@ -4,7 +4,9 @@
 #include <fcntl.h>
 
 #include <array>
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "unit/proxy/direct_harness.hpp"
 
@@ -126,6 +128,61 @@ TEST_F(DirectTest, OutboundHboneReachesTheAppIntactWithBothIdentitiesCountedAtBo
            metric("istio_tcp_received_bytes_total", destination) == static_cast<double>(bytes.size());
   })) << proxy_.metrics();
   EXPECT_EQ(metric("istio_tcp_connections_failed_total", {}), 0);
+}
+
+/// Connects through the client pod's outbound listener and sends `bytes` (then FIN) while the
+/// proxy's worker thread is held, so the proxy first sees the connection with every byte already
+/// in its socket: the bytes an HBONE route sends behind its CONNECT. Reads the answer.
+Exchange sent_before_the_tunnel(DirectProxy& proxy, const base::IpAddr& from, const base::SocketAddr& listener,
+                                const base::SocketAddr& app, std::string_view bytes) {
+  std::atomic<bool> release{false};
+  std::thread holder([&] {
+    proxy.on_worker(0, [&](PodWorker&) {
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+    });
+  });
+  Exchange out;
+  auto fd = connect_from(proxy.sockets(), from, listener, app);
+  out.connected = fd.valid();
+  if (fd && send_all(fd.get(), bytes)) ::shutdown(fd.get(), SHUT_WR);
+  release = true;
+  holder.join();
+  if (fd) read_into(fd.get(), out);
+  return out;
+}
+
+TEST_F(DirectTest, BytesSentBeforeTheTunnelIsUpArriveIntactAndAreCounted) {
+  publish();
+  start_pods();
+  // Less than the 4 KiB that ride with the CONNECT, then more than that.
+  for (const std::size_t size : {std::size_t{1000}, std::size_t{70'000}}) {
+    const std::string bytes = pattern(size);
+    const double before = metric("istio_tcp_received_bytes_total", {"reporter=\"source\""});
+    Exchange r = sent_before_the_tunnel(proxy_, proxy_.ip(kClient), outbound(), app(), bytes);
+    ASSERT_TRUE(r.connected);
+    EXPECT_TRUE(r.eof) << "half-close must come back as a FIN";
+    EXPECT_TRUE(r.received == bytes) << size << " B: " << r.received.size() << " B came back, or changed in transit";
+    EXPECT_TRUE(eventually([&] {
+      return metric("istio_tcp_received_bytes_total", {"reporter=\"source\""}) == before + static_cast<double>(size);
+    })) << "the source's client -> server byte count must include what was sent with the CONNECT\n"
+        << proxy_.metrics();
+  }
+  EXPECT_EQ(metric("istio_tcp_connections_failed_total", {}), 0);
+}
+
+TEST_F(DirectTest, BytesSentBeforeADeniedTunnelNeverReachTheApp) {
+  state::Match port;
+  port.destination_ports = {app().port};
+  publish({deny("deny-app-port", port)});
+  start_pods();
+  Exchange r = sent_before_the_tunnel(proxy_, proxy_.ip(kClient), outbound(), app(), "GET /secret HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(r.connected);
+  EXPECT_TRUE(r.received.empty());
+  EXPECT_TRUE(r.reset || r.eof) << "the denied connection stayed open";
+  EXPECT_TRUE(eventually([&] {
+    return metric("istio_tcp_connections_failed_total", {"reporter=\"source\"", "response_flags=\"DENY\""}) == 1;
+  })) << proxy_.metrics();
+  EXPECT_EQ(app_->accepted(), 0) << "a denied connection, or its early bytes, reached the app";
 }
 
 // Issue 11 defect 0, without root: the client pod is not in the snapshot (enrolled from ZDS's

@@ -202,6 +202,8 @@ TEST_P(SelectRouteTest, Table) {
   std::vector<std::string> ids;
   for (const auto& id : route->expected_identities) ids.push_back(id.to_string());
   EXPECT_EQ(ids, c.expect.identities);
+  // Every HBONE route so far goes to the destination's own node proxy, which takes early data.
+  EXPECT_EQ(route->early_data, route->kind == Route::Kind::kHbone);
 }
 
 INSTANTIATE_TEST_SUITE_P(Outbound, SelectRouteTest, ::testing::ValuesIn(route_cases()),

@@ -56,8 +56,6 @@ Result<void> check_unimplemented(const Reader& r, const At& at) {
     if (!value) return std::unexpected(std::move(value.error()));
     if (!*value) return r.fail(*mode, "networkMode \"HostNetwork\" is not supported yet");
   }
-  bool native_tunnel = false;
-  MESHNODE_CONFIG_TRY(r.read_into(at, "nativeTunnel", native_tunnel, &Reader::boolean));
   if (auto tunnel = r.field(at, "applicationTunnel")) {
     MESHNODE_CONFIG_TRY(r.keys(*tunnel, {"protocol", "port"}));
     bool proxy = false;
@@ -123,6 +121,7 @@ Result<void> traffic_fields(const Reader& r, const At& at, Workload& w) {
     return rd.choice<state::TunnelProtocol>(
         a, {{"HBONE", state::TunnelProtocol::kHbone}, {"TCP", state::TunnelProtocol::kNone}});
   }));
+  MESHNODE_CONFIG_TRY(r.read_into(at, "nativeTunnel", w.native_tunnel, &Reader::boolean));
   MESHNODE_CONFIG_TRY(r.read_into(at, "status", w.healthy, [](const Reader& rd, const At& a) {
     return rd.choice<bool>(a, {{"Healthy", true}, {"Unhealthy", false}});
   }));

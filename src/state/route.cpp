@@ -154,7 +154,7 @@ Route direct_route(const Upstream& upstream) {
     route.next_hop = base::NextHop{{upstream.ip, kInboundHbonePort}};
     route.hbone_target = base::HboneTarget{{upstream.ip, upstream.port}};
     route.expected_identities = expected_identities(*upstream.workload, upstream.service);
-    route.early_data = true;  // a workload's own node proxy
+    route.early_data = !upstream.workload->native_tunnel;  // a node proxy, not a sidecar's Envoy
   } else {
     route.kind = Route::Kind::kTcp;
     route.next_hop = base::NextHop{{upstream.ip, upstream.port}};

@@ -54,11 +54,11 @@ struct Route {
   /// The service whose VIP was dialled; null when addressed by pod IP or for kPassthrough.
   /// Points into the snapshot passed to select_route: valid while that snapshot lives.
   const Service* service = nullptr;
-  /// kHbone to the destination's own node proxy (ztunnel or meshnode): a peer that holds DATA
+  /// kHbone to the destination's node proxy (ztunnel or meshnode): a peer that holds DATA
   /// arriving before its 200 until its upstream is connected and authorized, so what the app
-  /// already sent may ride with the CONNECT. Not for Envoy hops (waypoints, gateways): Envoy can
-  /// be set to reject a CONNECT that sends data before its 2xx
-  /// (envoy.reloadable_features.reject_early_connect_data, CVE-2025-64763).
+  /// already sent may ride with the CONNECT. Not for Envoy hops (a native-tunnel workload's
+  /// sidecar; waypoints, gateways): Envoy can be set to reject a CONNECT that sends data before
+  /// its 2xx (reject_connect_request_early_data, envoy.reloadable_features.reject_early_connect_data).
   bool early_data = false;
 };
 

@@ -121,6 +121,9 @@ struct Workload {
   /// Workload IPs, in producer order; may mix IPv4 and IPv6; may be empty (hostname-only).
   std::vector<base::IpAddr> addresses;
   TunnelProtocol protocol = TunnelProtocol::kNone;
+  /// The workload serves HBONE on its own port 15008 (a sidecar's Envoy), not through a node
+  /// proxy (Istio workload.proto `native_tunnel`, field 14; `nativeTunnel` in local YAML).
+  bool native_tunnel = false;
   /// Services this workload is an endpoint of: key "ns/hostname" → port mappings it serves.
   WorkloadServices services;
   /// WORKLOAD_SELECTOR policies that apply to it, as keys "ns/name" (missing keys are skipped).

@@ -97,6 +97,7 @@ Result<void> workload_traffic(const pw::Workload& in, state::Workload& w, state:
   auto protocol = tunnel_protocol(in.tunnel_protocol());
   if (!protocol) return std::unexpected(std::move(protocol.error()));
   w.protocol = *protocol;
+  w.native_tunnel = in.native_tunnel();
   // HOST_NETWORK: the IP is the node's, shared by many pods; never route by it (research §3.3).
   if (in.network_mode() != pw::HOST_NETWORK) {
     w.addresses.reserve(static_cast<std::size_t>(in.addresses_size()));

@@ -82,7 +82,8 @@ bool service_entry(std::string_view bytes, state::InternedStringBatch& strings, 
 struct Fields {
   std::string_view uid, name, ns, network, trust_domain, service_account, node, canonical_name,
       canonical_revision, workload_name, cluster_id, hostname, region, zone, subzone;
-  std::uint64_t tunnel_protocol = 0, workload_type = 0, status = 0, network_mode = 0, capacity = 0;
+  std::uint64_t tunnel_protocol = 0, workload_type = 0, status = 0, network_mode = 0, capacity = 0,
+                native_tunnel = 0;
   bool has_locality = false, has_capacity = false;
 };
 
@@ -146,11 +147,7 @@ bool workload(std::string_view bytes, state::InternedStringBatch& strings, state
       case 11: ok = string_field(r, type, f.canonical_revision); break;
       case 12: ok = varint_field(r, type, f.workload_type); break;
       case 13: ok = string_field(r, type, f.workload_name); break;
-      case 14: {  // native_tunnel: not used by the conversion
-        std::uint64_t ignored = 0;
-        ok = varint_field(r, type, ignored);
-        break;
-      }
+      case 14: ok = varint_field(r, type, f.native_tunnel); break;
       case 16: {
         std::string_view p;
         ok = string_field(r, type, p);
@@ -219,6 +216,7 @@ bool workload(std::string_view bytes, state::InternedStringBatch& strings, state
     assign(w.locality.subzone, f.subzone, strings, 12);
   }
   w.protocol = protocol == 1 ? state::TunnelProtocol::kHbone : state::TunnelProtocol::kNone;
+  w.native_tunnel = f.native_tunnel != 0;
   if (enum_value(f.network_mode) != 1) {  // HOST_NETWORK drops the addresses
     w.addresses.reserve(static_cast<std::size_t>(address_count));
     for (int i = 0; i < address_count; ++i) {

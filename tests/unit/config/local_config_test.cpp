@@ -42,7 +42,7 @@ constexpr std::string_view kFull = R"(workloads:
   locality: {region: r1, zone: z1, subzone: s1}
   authorizationPolicies: ["default/allow-a"]
   networkMode: Standard
-  nativeTunnel: false
+  nativeTunnel: true
   applicationTunnel: {protocol: NONE, port: 15088}
   services:
     "default/web.example": {80: 8080, 443: 8443}
@@ -97,6 +97,8 @@ TEST(LocalConfig, FullFileMapsEveryField) {
   ASSERT_EQ(a.addresses.size(), 2u);
   EXPECT_EQ(a.addresses[1].to_string(), "fd00::1");
   EXPECT_EQ(a.protocol, state::TunnelProtocol::kHbone);
+  EXPECT_TRUE(a.native_tunnel);
+  EXPECT_FALSE(parsed->workloads[1].native_tunnel);
   EXPECT_EQ(a.network, "net1");
   EXPECT_EQ(a.hostname, "a.example");
   EXPECT_EQ(a.canonical_revision, "v2");

@@ -221,9 +221,11 @@ class HboneLoopback {
     co_return co_await pool().connect(k, h, first);
   }
   /// Not a coroutine: the headers are built before it returns, so its arguments may be literals.
+  /// `first`: bytes sent behind the CONNECT (ClientPool::connect); must outlive the await.
   asio::awaitable<base::Result<std::shared_ptr<h2::Stream>>> connect(std::string_view mode, std::string_view tag = "",
-                                                                    std::size_t size = 0, std::uint64_t seed = 0) {
-    return connect_with(headers(mode, tag, size, seed), key());
+                                                                    std::size_t size = 0, std::uint64_t seed = 0,
+                                                                    std::span<const std::byte> first = {}) {
+    return connect_with(headers(mode, tag, size, seed), key(), first);
   }
 
   /// A client HTTP/2 session of its own (outside the pool), for tests that drive streams directly

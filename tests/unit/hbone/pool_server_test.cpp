@@ -93,10 +93,8 @@ asio::awaitable<void> first_data_rides_with_the_connect(HboneLoopback& lo) {
   for (const std::size_t size : kFirstDataSizes) {
     const std::string tag = "early-" + std::to_string(size);
     const auto first = random_bytes(size, size);
-    auto headers = lo.headers("early", tag, size);
-    auto key = lo.key();
     const std::span<const std::byte> first_bytes = first;
-    auto stream = co_await lo.connect_with(std::move(headers), std::move(key), first_bytes);
+    auto stream = co_await lo.connect("early", tag, size, 0, first_bytes);
     CO_ASSERT(stream, size << " B sent with the CONNECT: " << stream.error().message());
     const auto rest = random_bytes(size + 1, 50'000);
     auto [got, sent] = co_await read_and_write(**stream, rest);

@@ -135,16 +135,29 @@ TEST_F(DirectTest, OutboundHboneReachesTheAppIntactWithBothIdentitiesCountedAtBo
 /// in its socket: the bytes an HBONE route sends behind its CONNECT. Reads the answer.
 Exchange sent_before_the_tunnel(DirectProxy& proxy, const base::IpAddr& from, const base::SocketAddr& listener,
                                 const base::SocketAddr& app, std::string_view bytes) {
+  std::atomic<bool> held{false};
   std::atomic<bool> release{false};
   std::thread holder([&] {
     proxy.on_worker(0, [&](PodWorker&) {
+      held = true;
       while (!release.load()) std::this_thread::sleep_for(1ms);
     });
   });
+  // Only once the worker is held: else it could accept and route the connection first.
+  EXPECT_TRUE(eventually([&] { return held.load(); }));
   Exchange out;
   auto fd = connect_from(proxy.sockets(), from, listener, app);
   out.connected = fd.valid();
-  if (fd && send_all(fd.get(), bytes)) ::shutdown(fd.get(), SHUT_WR);
+  // Non-blocking: bytes the kernel cannot hold for a connection not yet accepted must fail the
+  // test, not hang it with the worker held.
+  if (fd) {
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK);
+    const bool all = send_all(fd.get(), bytes);
+    EXPECT_TRUE(all) << "the kernel did not take " << bytes.size() << " B before the accept";
+    ::fcntl(fd.get(), F_SETFL, flags);
+    if (all) ::shutdown(fd.get(), SHUT_WR);
+  }
   release = true;
   holder.join();
   if (fd) read_into(fd.get(), out);

@@ -43,6 +43,8 @@ std::shared_ptr<const StateSnapshot> make_snapshot() {
   w.back().services[std::string(kPrivate)] = {{80, 80}};
   w.push_back(workload("o", "default", "remote", {"10.0.1.50"}));
   w.back().network = "net2";
+  w.push_back(workload("s", "default", "sidecar", {"10.0.5.1"}));
+  w.back().native_tunnel = true;  // its own Envoy serves 15008
 
   std::vector<Service> s;
   s.push_back(service("default", "web", {"10.96.0.1", "fd00:96::1"}, {{80, 0}, {9090, 0}}));
@@ -138,6 +140,11 @@ std::vector<RouteCase> route_cases() {
         kFlaky,
         {"spiffe://cluster.local/ns/default/sa/flaky"}}},
       {"UnknownIpPassthrough", "192.0.2.7:443", 0, {}, {K::kPassthrough, "192.0.2.7:443", "", "", "", {}}},
+      {"NativeTunnelSidecarHbone",
+       "10.0.5.1:8080",
+       0,
+       {},
+       {K::kHbone, "10.0.5.1:15008", "10.0.5.1:8080", "s", "", {"spiffe://cluster.local/ns/default/sa/sidecar"}}},
       {"LoopbackOutboundPortRecursive", "127.0.0.1:15001", 0, Errc::kRecursiveCall, {}},
       {"LoopbackHbonePortRecursive", "127.0.0.1:15008", 0, Errc::kRecursiveCall, {}},
       {"LoopbackV6PlaintextPortRecursive", "[::1]:15006", 0, Errc::kRecursiveCall, {}},
@@ -202,8 +209,8 @@ TEST_P(SelectRouteTest, Table) {
   std::vector<std::string> ids;
   for (const auto& id : route->expected_identities) ids.push_back(id.to_string());
   EXPECT_EQ(ids, c.expect.identities);
-  // Every HBONE route so far goes to the destination's own node proxy, which takes early data.
-  EXPECT_EQ(route->early_data, route->kind == Route::Kind::kHbone);
+  // Early data only to a node proxy: never a sidecar's Envoy (native tunnel), nor without HBONE.
+  EXPECT_EQ(route->early_data, route->kind == Route::Kind::kHbone && route->destination->native_tunnel == false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Outbound, SelectRouteTest, ::testing::ValuesIn(route_cases()),

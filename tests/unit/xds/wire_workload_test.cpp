@@ -192,5 +192,21 @@ TEST(FastWorkload, TakesTheBenchmarkShapeAndDeclinesServices) {
   EXPECT_FALSE(fast_workload_from_address(s.SerializeAsString(), strings, out));
 }
 
+// A sidecar that serves HBONE itself (istiod sets native_tunnel): no early data goes to its Envoy
+// (state::Route::early_data), so both paths must carry the field, not only agree on it.
+TEST(FastWorkload, CarriesNativeTunnel) {
+  auto w = test::pod("default", "sidecar-1", "10.0.0.9");
+  w.set_native_tunnel(true);
+  pw::Address a;
+  *a.mutable_workload() = w;
+  state::InternedStringBatch strings;
+  state::Workload fast;
+  ASSERT_TRUE(fast_workload_from_address(a.SerializeAsString(), strings, fast));
+  EXPECT_TRUE(fast.native_tunnel);
+  auto slow = to_workload(w);
+  ASSERT_TRUE(slow) << slow.error().message();
+  EXPECT_TRUE(slow->native_tunnel);
+}
+
 }  // namespace
 }  // namespace meshnode::xds

@@ -31,6 +31,8 @@ function(meshnode_test name)
     target_link_libraries(meshnode_test_support PUBLIC OpenSSL::Crypto PRIVATE meshnode_warnings)
   endif()
   add_executable(${name} ${ARG_SOURCES})
+  # No LTO link for tests (CMakeLists.txt: fat objects); the shipped executables keep theirs.
+  set_property(TARGET ${name} PROPERTY INTERPROCEDURAL_OPTIMIZATION OFF)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} meshnode_test_support GTest::gtest GTest::gtest_main
                                         meshnode_warnings)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)

@@ -79,34 +79,23 @@ asio::awaitable<base::Result<void>> Stream::write_all(std::span<const std::byte>
       continue;
     }
     const std::size_t n = std::min(room, data.size());
-    if (send_.empty() && session_->sends_inline()) {
-      // Frame straight from the caller's buffer (issue 15: the queue copy was 2.3 % of a bulk
-      // sender's CPU, and a 16 KiB block allocation per small message). Only what the peer's
-      // window or the write batch leaves unsent is queued, before this coroutine returns.
-      lent_ = data.first(n);
-      nghttp2_session_resume_data(session_->session_, id_);
-      session_->send_now();
-      const auto rest = std::exchange(lent_, {});
-      if (!rest.empty()) queue_send(rest);
-    } else {
-      queue_send(data.first(n));
-      session_->send_now();
-    }
+    send_or_queue(data.first(n));
     data = data.subspan(n);
   }
   co_return base::Result<void>{};
 }
 
-void Stream::send_first(std::span<const std::byte> data) {
-  // As write_all's inline path, without its waits: a new stream has room for 16 KiB. Framed from
-  // the caller's bytes in the same nghttp2_session_send as the stream's HEADERS; only what that
-  // send leaves (a full write batch) is copied to the queue.
-  if (session_->sends_inline()) {
+void Stream::send_or_queue(std::span<const std::byte> data) {
+  if (send_.empty() && session_->sends_inline()) {
+    // Frame straight from the caller's buffer (issue 15: the queue copy was 2.3 % of a bulk
+    // sender's CPU, and a 16 KiB block allocation per small message). Only what the peer's
+    // window or the write batch leaves unsent is queued, before this returns.
     lent_ = data;
+    nghttp2_session_resume_data(session_->session_, id_);
     session_->send_now();
-    data = std::exchange(lent_, {});
-  }
-  if (!data.empty()) {
+    const auto rest = std::exchange(lent_, {});
+    if (!rest.empty()) queue_send(rest);
+  } else {
     queue_send(data);
     session_->send_now();
   }
@@ -206,10 +195,12 @@ base::Result<std::shared_ptr<Stream>> Session::open_stream(const Headers& header
   auto stream = std::make_shared<Stream>(shared_from_this(), id);
   streams_.emplace(id, stream);
   nghttp2_session_set_stream_user_data(session_, id, static_cast<StreamCore*>(stream.get()));
+  // The first DATA goes in the same nghttp2_session_send as the HEADERS (a new stream always has
+  // room for 16 KiB: send_room()).
   if (first.empty()) {
     send_now();
   } else {
-    stream->send_first(first);
+    stream->send_or_queue(first);
   }
   return stream;
 }

@@ -70,8 +70,10 @@ class Stream final : public net::ByteStream, public StreamCore {
 
  private:
   friend class Session;
-  /// open_stream's first DATA: sent now behind the HEADERS, the rest (if any) queued.
-  void send_first(std::span<const std::byte> data);
+  /// Frames `data` now, from the caller's buffer, when the session can send inline, and queues
+  /// (copies) what that send leaves; else queues it all and wakes the writer. The caller checked
+  /// send_room(); `data` may be reused once this returns.
+  void send_or_queue(std::span<const std::byte> data);
   void wake_readable() override;
   void wake_writable() override { writable_.notify(); }
 

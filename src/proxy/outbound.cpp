@@ -6,9 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <cstring>
-#include <memory>
 #include <span>
+#include <vector>
 
 #include "hbone/headers.hpp"
 #include "net/await_callback.hpp"
@@ -39,23 +38,14 @@ std::string baggage_of(const state::Workload& w) {
   return out;
 }
 
-// Bytes an app sent before its tunnel was up, on the heap: they wait in open()'s frame across the
-// dial, and a frame slot of kFirstDataBytes would be paid by every connection.
-struct OwnedFirstData {
-  std::unique_ptr<std::byte[]> data;
-  std::size_t size = 0;
-  [[nodiscard]] std::span<const std::byte> bytes() const { return {data.get(), size}; }
-};
-
 // Takes what `app` has already sent, without waiting: nothing (no allocation) when it has sent
-// nothing yet, or EOF or an error is pending (the copy reads those).
-OwnedFirstData take_first_data(net::ByteStream& app) {
+// nothing yet, or EOF or an error is pending (the copy reads those). On the heap: the bytes wait
+// in open()'s frame across the dial, and a frame slot of kFirstDataBytes would be paid by every
+// connection.
+std::vector<std::byte> take_first_data(net::ByteStream& app) {
   std::array<std::byte, Outbound::kFirstDataBytes> probe;
   const std::size_t n = app.read_now(probe);
-  if (n == 0) return {};
-  OwnedFirstData first{std::make_unique_for_overwrite<std::byte[]>(n), n};
-  std::memcpy(first.data.get(), probe.data(), n);
-  return first;
+  return {probe.begin(), probe.begin() + static_cast<std::ptrdiff_t>(n)};
 }
 
 // The labels and record fields a decided route gives the connection.
@@ -177,15 +167,15 @@ asio::awaitable<base::Result<void>> Outbound::open(OutboundTunnel& t, base::Clie
     // What the app sent already (an HTTP request, a ClientHello) rides behind the CONNECT: one
     // TLS record instead of two, and at the destination one round trip sooner.
     const bool early = app != nullptr && route->early_data && pod_.inputs.options.hbone_early_data;
-    const OwnedFirstData first = early ? take_first_data(*app) : OwnedFirstData{};
-    const std::span<const std::byte> first_bytes = first.bytes();
+    const std::vector<std::byte> first = early ? take_first_data(*app) : std::vector<std::byte>{};
+    const std::span<const std::byte> first_bytes = first;
     auto stream = co_await pod_.pool.connect(key, headers, first_bytes);
     if (!stream) co_return std::unexpected(std::move(stream.error()));
     t.tunnel = std::move(*stream);
     t.upstream = t.tunnel.get();
-    if (first.size != 0) {
-      t.rec.moved.downstream_to_upstream += first.size;
-      if (t.counters->received != nullptr) t.counters->received->inc(first.size);
+    if (!first.empty()) {
+      t.rec.moved.downstream_to_upstream += first.size();
+      if (t.counters->received != nullptr) t.counters->received->inc(first.size());
     }
   } else {
     auto connected = co_await pod_.connect_upstream(route->next_hop);

@@ -12,6 +12,10 @@
 //                                                   pod's nft rules redirect to PORT, dials its original
 //                                                   destination with SO_MARK 0x539, copies both ways
 //                                                   (one thread, edge-triggered epoll, no TLS/HTTP/2)
+//   benchnet inpod-tls-relay client|server PORT CERT_PEM CA_PEM
+//                                                   the floor of meshnode's HBONE hops for bulk bytes: the
+//                                                   same positions with one mutual-TLS connection (OpenSSL,
+//                                                   AES-128-GCM) per TCP connection, no HTTP/2 (see below)
 //   benchnet waitport HOST PORT TIMEOUT_S           exit 0 once a TCP connect succeeds
 //   benchnet http-server PORT                       epoll HTTP/1.1 keep-alive server: reads a request
 //                                                   (headers + Content-Length body), answers 200 "ok"
@@ -491,6 +495,272 @@ static int inpod_relay_main(int nports, char **ports) {
   return 0;
 }
 
+/* ---------------- in-pod TLS relay: the floor of meshnode's HBONE hops for bulk bytes ----------------
+ * What any mutual-TLS tunnel at meshnode's in-pod positions must do per byte, with the TLS library
+ * the project uses (OpenSSL 3), and nothing more: no HTTP/2, no pooling (one TLS connection per
+ * TCP connection), no routing, no metrics, no log.
+ *   client: accepts what the pod's nft rules redirect to PORT, dials its original destination's
+ *           address at port 15008 with SO_MARK 0x539, TLS 1.3 client (verifies the peer's chain),
+ *           sends the original port as 2 bytes (big-endian), then copies both ways;
+ *   server: accepts TLS on PORT (client certificate required), reads those 2 bytes, dials its own
+ *           pod address at that port with SO_MARK 0x539, then copies both ways.
+ * TLS_AES_128_GCM_SHA256 only, P-256 certificates (the bench's throwaway CA). A thread per
+ * connection, poll() when nothing moved. OpenSSL works on a BIO pair: ciphertext is received
+ * into it and sent from it in chunks of up to 256 KiB, with no copy of ours (OpenSSL's own copy
+ * into its record buffer stays, as in every OpenSSL user). */
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+
+#define TLS_RELAY_PLAIN (256 * 1024)
+#define TLS_RELAY_PAIR (256 * 1024)
+#define TLS_RELAY_HBONE_PORT 15008
+
+struct tconn {
+  int p, t; /* plaintext side (-1 until the server dialled), TLS side */
+  SSL *ssl;
+  BIO *net; /* our half of the BIO pair: ciphertext to send / room for what we receive */
+  int server;
+  struct sockaddr_in local; /* server: this pod's address (getsockname of the TLS socket) */
+};
+static SSL_CTX *tls_relay_ctx;
+
+static int dial_marked(const struct sockaddr_in *dst) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), mark = 0x539;
+  if (fd < 0) return -1;
+  setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark);
+  if (connect(fd, (const struct sockaddr *)dst, sizeof *dst) < 0) {
+    close(fd);
+    return -1;
+  }
+  nodelay(fd);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  return fd;
+}
+
+/* Runs one connection until both directions ended (0) or one failed (-1). */
+static int tconn_run(struct tconn *c) {
+  SSL *s = c->ssl;
+  BIO *net = c->net;
+  char *up = malloc(TLS_RELAY_PLAIN), *down = malloc(TLS_RELAY_PLAIN), *q;
+  if (!up || !down) return -1;
+  size_t up_len = 0, up_off = 0, down_len = 0, down_off = 0;
+  int hs = 0, p_eof = 0, t_eof = 0, down_eof = 0, up_shut = 0, down_shut = 0, t_shut = 0;
+  int p_rd = 1, p_wr = 1, t_rd = 1, t_wr = 1, rc = -1;
+  if (!c->server) { /* the original port goes first, in the first record */
+    uint16_t port = c->local.sin_port;
+    memcpy(up, &port, 2);
+    up_len = 2;
+  }
+  for (;;) {
+    int moved = 0;
+    int avail;
+    /* ciphertext out */
+    while (t_wr && (avail = BIO_nread0(net, &q)) > 0) {
+      ssize_t n = send(c->t, q, (size_t)avail, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) t_wr = 0;
+      else if (n <= 0) goto out;
+      else {
+        BIO_nread(net, &q, (int)n);
+        moved = 1;
+      }
+    }
+    /* ciphertext in */
+    if (t_rd && !t_eof && (avail = BIO_nwrite0(net, &q)) > 0) {
+      ssize_t n = recv(c->t, q, (size_t)avail, 0);
+      if (n > 0) {
+        BIO_nwrite(net, &q, (int)n);
+        moved = 1;
+      } else if (n == 0) {
+        t_eof = 1;
+        BIO_shutdown_wr(net);
+        moved = 1;
+      } else if (errno == EAGAIN) t_rd = 0;
+      else if (errno != EINTR) goto out;
+    }
+    if (!hs) {
+      int r = SSL_do_handshake(s);
+      if (r == 1) hs = moved = 1;
+      else {
+        int e = SSL_get_error(s, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) goto out;
+        if (t_eof) goto out;
+      }
+    } else {
+      /* plaintext in -> TLS */
+      if (c->p >= 0 && up_off == up_len && !p_eof && p_rd) {
+        ssize_t n = recv(c->p, up, TLS_RELAY_PLAIN, 0);
+        if (n > 0) {
+          up_len = (size_t)n;
+          up_off = 0;
+          moved = 1;
+        } else if (n == 0) p_eof = moved = 1;
+        else if (errno == EAGAIN) p_rd = 0;
+        else if (errno != EINTR) goto out;
+      }
+      while (up_off < up_len) { /* partial-write mode returns after each record: all of them, then one send */
+        size_t w = 0;
+        if (SSL_write_ex(s, up + up_off, up_len - up_off, &w) == 1) {
+          up_off += w;
+          if (up_off == up_len) up_off = up_len = 0;
+          moved = 1;
+        } else if (SSL_get_error(s, 0) != SSL_ERROR_WANT_WRITE) goto out;
+        else break;
+      }
+      if (p_eof && up_len == 0 && !up_shut) {
+        SSL_shutdown(s); /* close_notify; the FIN follows it (below) */
+        up_shut = moved = 1;
+      }
+      /* TLS -> plaintext */
+      if (down_off == down_len && !down_eof) {
+        size_t r = 0, want = c->p < 0 ? 2 - down_len : TLS_RELAY_PLAIN;
+        if (SSL_read_ex(s, down + (c->p < 0 ? down_len : 0), want, &r) == 1) {
+          moved = 1;
+          if (c->p >= 0) {
+            /* Several records, one send (as meshnode's gathered write to the app). */
+            down_len = r;
+            down_off = 0;
+            while (down_len + 16384 <= TLS_RELAY_PLAIN &&
+                   SSL_read_ex(s, down + down_len, TLS_RELAY_PLAIN - down_len, &r) == 1)
+              down_len += r;
+          } else if ((down_len += r) == 2) { /* server: the port has come; dial */
+            struct sockaddr_in dst = c->local;
+            memcpy(&dst.sin_port, down, 2);
+            down_len = 0;
+            if ((c->p = dial_marked(&dst)) < 0) goto out;
+          }
+        } else {
+          int e = SSL_get_error(s, 0);
+          if (e == SSL_ERROR_ZERO_RETURN || (t_eof && e != SSL_ERROR_WANT_WRITE)) down_eof = moved = 1;
+          else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) goto out;
+          if (c->p < 0 && down_eof) goto out;
+        }
+      }
+      while (down_off < down_len && p_wr) {
+        ssize_t n = send(c->p, down + down_off, down_len - down_off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) p_wr = 0;
+        else if (n <= 0) goto out;
+        else {
+          down_off += (size_t)n;
+          moved = 1;
+        }
+      }
+      if (down_off == down_len) down_off = down_len = 0;
+      if (down_eof && down_len == 0 && !down_shut) {
+        shutdown(c->p, SHUT_WR);
+        down_shut = moved = 1;
+      }
+      if (up_shut && !t_shut && BIO_ctrl_pending(net) == 0) {
+        shutdown(c->t, SHUT_WR);
+        t_shut = moved = 1;
+      }
+      if (t_shut && down_shut) {
+        rc = 0;
+        goto out;
+      }
+    }
+    if (moved || (t_wr && BIO_ctrl_pending(net) > 0)) continue; /* e.g. a handshake flight to send */
+    struct pollfd f[2] = {{.fd = c->p}, {.fd = c->t}};
+    if (c->p >= 0 && !p_rd && !p_eof && up_len == 0) f[0].events |= POLLIN;
+    if (c->p >= 0 && !p_wr && down_off < down_len) f[0].events |= POLLOUT;
+    if (!t_rd && !t_eof) f[1].events |= POLLIN;
+    if (!t_wr && BIO_ctrl_pending(net) > 0) f[1].events |= POLLOUT;
+    if (poll(f, 2, 30000) <= 0) goto out; /* nothing for 30 s, or stuck: end the connection */
+    for (int i = 0; i < 2; i++) {
+      int rd = (f[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0, wr = (f[i].revents & (POLLOUT | POLLHUP | POLLERR)) != 0;
+      if (i == 0) p_rd |= rd, p_wr |= wr;
+      else t_rd |= rd, t_wr |= wr;
+    }
+  }
+out:
+  free(up);
+  free(down);
+  return rc;
+}
+
+static void *tconn_thread(void *arg) {
+  struct tconn *c = arg;
+  if (tconn_run(c) < 0) { /* an error: reset both sides, as a proxy does */
+    struct linger lg = {1, 0};
+    for (int i = 0; i < 2; i++) {
+      int fd = i ? c->t : c->p;
+      if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+  }
+  if (c->p >= 0) close(c->p);
+  close(c->t);
+  SSL_free(c->ssl); /* frees the internal half of the pair */
+  BIO_free(c->net);
+  free(c);
+  return NULL;
+}
+
+static int inpod_tls_relay_main(const char *role, int port, const char *pem, const char *ca) {
+  int server = !strcmp(role, "server");
+  if (!server && strcmp(role, "client")) return 2;
+  SSL_CTX *x = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  if (!x || SSL_CTX_set_min_proto_version(x, TLS1_3_VERSION) != 1 ||
+      SSL_CTX_set_ciphersuites(x, "TLS_AES_128_GCM_SHA256") != 1 ||
+      SSL_CTX_use_certificate_chain_file(x, pem) != 1 ||
+      SSL_CTX_use_PrivateKey_file(x, pem, SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_load_verify_locations(x, ca, NULL) != 1) {
+    ERR_print_errors_fp(stderr);
+    return 2;
+  }
+  SSL_CTX_set_verify(x, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+  SSL_CTX_set_num_tickets(x, 0);
+  SSL_CTX_set_mode(x, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  tls_relay_ctx = x;
+  int lfd = listen_on(port);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (;;) {
+    int d = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (d < 0) continue;
+    struct tconn *c = calloc(1, sizeof *c);
+    socklen_t len = sizeof c->local;
+    c->server = server;
+    c->p = c->t = -1;
+    int ok = 0;
+    if (server) {
+      c->t = d;
+      ok = getsockname(d, (struct sockaddr *)&c->local, &len) == 0;
+    } else if (getsockopt(d, SOL_IP, SO_ORIGINAL_DST, &c->local, &len) == 0) {
+      struct sockaddr_in hbone = c->local; /* c->local keeps the original port for the preamble */
+      hbone.sin_port = htons(TLS_RELAY_HBONE_PORT);
+      c->p = d;
+      nodelay(d);
+      fcntl(d, F_SETFL, O_NONBLOCK);
+      ok = (c->t = dial_marked(&hbone)) >= 0;
+    }
+    BIO *inner = NULL;
+    if (ok) {
+      nodelay(c->t);
+      fcntl(c->t, F_SETFL, O_NONBLOCK);
+      ok = (c->ssl = SSL_new(x)) != NULL && BIO_new_bio_pair(&inner, TLS_RELAY_PAIR, &c->net, TLS_RELAY_PAIR) == 1;
+    }
+    pthread_t th;
+    if (ok) {
+      SSL_set_bio(c->ssl, inner, inner);
+      if (server) SSL_set_accept_state(c->ssl);
+      else SSL_set_connect_state(c->ssl);
+      ok = pthread_create(&th, &attr, tconn_thread, c) == 0;
+    }
+    if (!ok) {
+      if (c->ssl) SSL_free(c->ssl);
+      else BIO_free(inner);
+      BIO_free(c->net);
+      if (c->p >= 0) close(c->p);
+      if (c->t >= 0) close(c->t);
+      if (c->t != d && c->p != d) close(d);
+      free(c);
+    }
+  }
+}
+
 static int waitport_main(const char *host, int port, double secs) {
   struct sockaddr_in sa;
   if (resolve(host, port, &sa) < 0) return 2;
@@ -672,10 +942,13 @@ int main(int argc, char **argv) {
   if (argc >= 8 && !strcmp(argv[1], "http-load"))
     return http_load_main(argv[2], atoi(argv[3]), atof(argv[4]), atof(argv[5]), atoi(argv[6]), atoi(argv[7]));
   if (argc >= 3 && !strcmp(argv[1], "inpod-relay")) return inpod_relay_main(argc - 2, argv + 2);
+  if (argc >= 6 && !strcmp(argv[1], "inpod-tls-relay"))
+    return inpod_tls_relay_main(argv[2], atoi(argv[3]), argv[4], argv[5]);
   if (argc >= 5 && !strcmp(argv[1], "waitport")) return waitport_main(argv[2], atoi(argv[3]), atof(argv[4]));
   fprintf(stderr,
           "usage: benchnet echo PORT | rr HOST PORT SECS SIZE [WARMUP] | cps HOST PORT SECS SIZE THREADS |\n"
           "       connect-proxy PORT | waitport HOST PORT TIMEOUT | http-server PORT |\n"
-          "       http-load HOST PORT SECS RATE CONNS SIZE | inpod-relay PORT...\n");
+          "       http-load HOST PORT SECS RATE CONNS SIZE | inpod-relay PORT... |\n"
+          "       inpod-tls-relay client|server PORT CERT_PEM CA_PEM\n");
   return 2;
 }

@@ -186,7 +186,7 @@ def main():
         if not proxy:
             idle_s = "—"
         elif ic is None:
-            idle_s = "not measured" if c == "relay-inpod" else "n/a"
+            idle_s = "not measured" if c.startswith("relay-") else "n/a"
         elif "failed" in ic:
             idle_s = f"{ic.get('conns')}: failed ({ic['failed'].replace('_', ' ')[:160]})"
         else:
@@ -252,6 +252,7 @@ def main():
         return "**met**" if ok else "**not met**"
     mh, ht, mt = S.get("meshnode-hbone", {}), S.get("haproxy-tcp", {}), S.get("meshnode-tcp", {})
     ri_ = S.get("relay-inpod", {})
+    rt_ = S.get("relay-tls", {})
     tls_peers = {c: S[c] for c in ("stunnel", "haproxy") if c in S}
 
     def best(key, lower=True):
@@ -273,16 +274,20 @@ def main():
         ok = a <= want if le else a >= want
         return f"- {name}: {fmt(a, nd)}{unit}{detail} (target {'≤' if le else '≥'} {want}{unit}): {t(ok)}"
 
-    def relay_floor(key, target, higher_better=False, unit="", nd=2, what=""):
-        """The line under a target giving relay-inpod's figure: the least any proxy at meshnode's
-        in-pod positions can cost. When even that misses `target`, the target is out of reach on
-        these hops; otherwise it says how far HBONE is from the floor."""
-        fv, hv_ = ri_.get(key), mh.get(key)
+    def relay_floor(key, target, higher_better=False, unit="", nd=2, what="", tls=False, ours=None):
+        """The line under a target giving relay-inpod's figure (or, with `tls`, relay-tls's): the
+        least any proxy at meshnode's in-pod positions can cost (any mutual-TLS tunnel there, using
+        OpenSSL). When even that misses `target`, the target is out of reach on these hops;
+        otherwise it says how far HBONE (its figure `ours`, by default `key`) is from the floor."""
+        fv, hv_ = (rt_ if tls else ri_).get(key), mh.get(ours or key)
         if fv is None or target is None or hv_ is None or not fv:
             return None
         beyond = fv < target if higher_better else fv > target
-        head = (f"  - Floor of meshnode's own hops: relay-inpod (a minimal C relay at meshnode's in-pod positions, "
-                f"behind the same nft capture; no TLS, no HTTP/2) {what}{fmt(fv, nd)}{unit}")
+        who = ("relay-tls (a minimal C relay at meshnode's in-pod positions, behind the same nft capture, with "
+               "one mutual-TLS 1.3 connection through OpenSSL per TCP connection, AES-128-GCM; no HTTP/2)"
+               if tls else "relay-inpod (a minimal C relay at meshnode's in-pod positions, "
+               "behind the same nft capture; no TLS, no HTTP/2)")
+        head = f"  - Floor of meshnode's own hops: {who} {what}{fmt(fv, nd)}{unit}"
         tail = f"; HBONE vs that floor: {hv_ / fv:.2f}×"
         if beyond:
             return head + f", itself beyond the target ({fmt(target, nd)}{unit}): out of reach on these hops" + tail + "."
@@ -340,11 +345,19 @@ def main():
                 w(cmp(f"Proxy CPU per GB, {label}, vs the floor (meshnode-tcp's {fmt(mt.get(k))} s/GB + AES-128-GCM "
                       f"encrypt + decrypt {crypt:.2f} s/GB at {aes / 1e6:.2f} GB/s on one core)",
                       mh.get(k), floor, 1.1, unit=" s/GB"))
+                line = relay_floor(k, 1.1 * floor if floor is not None else None, unit=" s/GB", what="needs ",
+                                   tls=True)
+                if line:
+                    w(line)
         else:
             w("- Proxy CPU per GB vs the floor: n/a (no AES-128-GCM figure or no meshnode-tcp figure)")
         b, who = best("g1", lower=False)
         w(cmp("HBONE throughput 1 stream vs the best TLS peer's", mh.get("g1"), b, 1.5, le=False, unit=" Gbit/s",
               what=f" ({who})" if who else ""))
+        line = relay_floor("g1", 1.5 * b if b else None, higher_better=True, unit=" Gbit/s", what="carries ",
+                           tls=True)
+        if line:
+            w(line)
         # The ceiling of the same run: a relay of the same hops with no TLS and no HTTP/2 does less
         # work per byte than any TLS tunnel, so no TLS tunnel can carry more than the fastest one.
         plain = [(S[c]["g1"], c) for c in ("haproxy-tcp", "meshnode-tcp") if S.get(c, {}).get("g1") is not None]
@@ -355,6 +368,14 @@ def main():
               f"ceiling: {mh['g1'] / top:.2f}×.")
         w(cmp("HBONE throughput, 4 client pods at once vs 1 stream", mh.get("g4pods"), mh.get("g1"), 1.3, le=False,
               unit=" Gbit/s"))
+        # relay-tls runs each connection on a thread of its own with nothing shared, so its 4 streams
+        # (of one pod) scale as 4 pods' would: as far as the machine's 2 cores let them.
+        if mh.get("g4pods") and mh.get("g1"):
+            mh["g4pods_over_g1"] = mh["g4pods"] / mh["g1"]
+        line = relay_floor("g4_over_g1", 1.3, higher_better=True, unit="×", tls=True, ours="g4pods_over_g1",
+                           what="(a thread per connection, nothing shared) gains from 4 streams over its 1 stream ")
+        if line:
+            w(line)
         g41 = mh.get("g4_over_g1")
         ok41 = g41 is not None and g41 >= 1.0 and None not in (mh.get("g1"), mh.get("g4")) and mh["g4"] >= mh["g1"]
         w(f"- HBONE 4 streams of one pod never slower than 1: medians {fmt(mh.get('g4'))} vs {fmt(mh.get('g1'))} "

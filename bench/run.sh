@@ -19,6 +19,8 @@
 #   meshnode-hbone  n1-p0 -> [nft] proxy A (in-pod 15001) -> HBONE mTLS -> n2-p0:15008 proxy B -> app
 #   meshnode-tcp    n1-p0 -> [nft] proxy A -> plain TCP -> [nft] n2-p1:15006 proxy B -> app
 #   peers           n1-p1 -> client proxy in node1 netns -> (m)TLS/TCP -> server proxy in node2 netns -> n2-p2
+#   relay-inpod     n1-p5 -> [nft] C relay (in-pod 15001) -> plain TCP -> [nft] n2-p5:15006 C relay -> app
+#   relay-tls       n1-p6 -> [nft] C TLS relay (in-pod 15001) -> mTLS -> n2-p6:15008 C TLS relay -> app
 # Every figure is measured with the target (iperf3 / echo / HTTP / idle holder) on port 7000 of the
 # server pod.  Cases are interleaved inside every repetition of every measurement.
 set -uo pipefail
@@ -42,7 +44,7 @@ fi
 : "${OUT:=$BENCH/RESULTS.md}" "${RAW_OUT:=$BENCH/results-raw.tsv}" "${CASES:=}"
 : "${PORT_BASE:=20000}" "${PROFILE:=1}" "${T_PROF:=4}" "${FOREIGN:=1}"
 TPORT=7000
-ALL_CASES=(direct meshnode-hbone meshnode-tcp relay-inpod stunnel haproxy haproxy-tcp h2-nghttpx)
+ALL_CASES=(direct meshnode-hbone meshnode-tcp relay-inpod relay-tls stunnel haproxy haproxy-tcp h2-nghttpx)
 if [[ -n $CASES ]]; then read -r -a SEL <<<"$CASES"; else SEL=("${ALL_CASES[@]}"); fi
 for c in "${SEL[@]}"; do
   [[ " ${ALL_CASES[*]} " == *" $c "* ]] || { echo "unknown case: $c (known: ${ALL_CASES[*]})" >&2; exit 2; }
@@ -175,7 +177,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 # ------------------------------------------------------------------------------------------
 # Helper binary, throwaway CA + SPIFFE-style P-256 certificates for the peers.
 # ------------------------------------------------------------------------------------------
-gcc -O2 -pthread -o "$BENCHNET" "$BENCH/benchnet.c" || exit 2
+gcc -O2 -pthread -o "$BENCHNET" "$BENCH/benchnet.c" -lssl -lcrypto || exit 2
 mkdir -p "$CERTS"
 (
   cd "$CERTS" || exit 1
@@ -194,11 +196,12 @@ mkdir -p "$CERTS"
 ) || { echo "certificate generation failed" >&2; exit 2; }
 
 # ------------------------------------------------------------------------------------------
-# Simulated cluster: 2 nodes x 6 pods; plain pods lose their nft capture. p0-p4 are meshnode's;
-# n1-p5 and n2-p5 keep their capture for relay-inpod, the floor of meshnode's in-pod hops.
+# Simulated cluster: 2 nodes x 7 pods; plain pods lose their nft capture. p0-p4 are meshnode's;
+# n1-p5 and n2-p5 keep their capture for relay-inpod, the floor of meshnode's in-pod hops, and
+# n1-p6 and n2-p6 for relay-tls, the floor of its TLS hops for bulk bytes.
 # ------------------------------------------------------------------------------------------
-log "cluster $PREFIX: 2 nodes x 6 pods"
-cluster_up "$PREFIX" 2 6 "$RUN/cluster" || { echo "cluster_up failed" >&2; exit 2; }
+log "cluster $PREFIX: 2 nodes x 7 pods"
+cluster_up "$PREFIX" 2 7 "$RUN/cluster" || { echo "cluster_up failed" >&2; exit 2; }
 ENVF=$RUN/cluster/cluster.env
 get() { cluster_env_get "$ENVF" "$1"; }
 N1=$(get MN_NODE1_NETNS) N2=$(get MN_NODE2_NETNS) N1_IP=$(get MN_NODE1_IP) N2_IP=$(get MN_NODE2_IP)
@@ -335,6 +338,7 @@ declare -A DESC=(
   [haproxy]="haproxy tcp mode TLS client (node1, verify required + verifyhost) -> haproxy TLS server (node2, verify required); one TLS connection per TCP connection"
   [haproxy-tcp]="haproxy tcp mode, no TLS: node1 haproxy -> node2 haproxy -> target (passthrough path)"
   [relay-inpod]="the floor of meshnode's plain-TCP hops: client pod n1-p5 (nft capture, as meshnode's) -> benchnet inpod-relay on 15001 in that pod (SO_ORIGINAL_DST, dials with SO_MARK 0x539) -> n2-p5's nft capture -> benchnet inpod-relay on 15006 in that pod -> app; a minimal C relay (one thread, edge-triggered epoll, read/write, no TLS, no HTTP/2, no routing, metrics or log)"
+  [relay-tls]="the floor of meshnode's HBONE hops for bulk bytes: client pod n1-p6 (nft capture, as meshnode's) -> benchnet inpod-tls-relay client on 15001 in that pod (SO_ORIGINAL_DST; dials the destination's port 15008 with SO_MARK 0x539) -> mutual TLS 1.3 (OpenSSL, AES-128-GCM, P-256; the original port as 2 bytes) -> benchnet inpod-tls-relay server on 15008 in n2-p6 -> app; a minimal C relay (a thread per connection, one TLS connection per TCP connection, OpenSSL on a BIO pair so the sockets see 256 KiB reads and writes; no HTTP/2, no pooling, routing, metrics or log). Measured in throughput only"
   [h2-nghttpx]="Node.js http2 client (one shared mTLS h2 session, one CONNECT stream per TCP connection; node1) -> nghttpx --http2-proxy (verify-client; node2) -> benchnet connect-proxy (splice) -> target"
 )
 idx=0
@@ -351,6 +355,15 @@ for c in "${SEL[@]}"; do
       for side in "1 5 15001" "2 5 15006"; do
         set -- $side
         wait_until 10 "relay-inpod on :$3" ip netns exec "$(pod "$1" "$2")" sh -c "ss -ltnH 'sport = :$3' | grep -q ." ||
+          STATUS[$c]="relay did not listen on :$3"
+      done ;;
+    relay-tls)
+      CLI[$c]=$(pod 1 6); DST[$c]=$(pip 2 6)
+      start_group relay-tls-A "$(pod 1 6)" "ulimit -n 20000 2>/dev/null; exec '$BENCHNET' inpod-tls-relay client 15001 '$CERTS/client.pem' '$CERTS/ca.crt'"; CPG[$c]=$LAST_PG
+      start_group relay-tls-B "$(pod 2 6)" "ulimit -n 20000 2>/dev/null; exec '$BENCHNET' inpod-tls-relay server 15008 '$CERTS/server.pem' '$CERTS/ca.crt'"; SPG[$c]=$LAST_PG
+      for side in "1 6 15001" "2 6 15008"; do
+        set -- $side
+        wait_until 10 "relay-tls on :$3" ip netns exec "$(pod "$1" "$2")" sh -c "ss -ltnH 'sport = :$3' | grep -q ." ||
           STATUS[$c]="relay did not listen on :$3"
       done ;;
     *)
@@ -380,7 +393,7 @@ start_targets() {  # $1 = echo|iperf3|http
   local pg ns
   for pg in "${TARGET_PGS[@]}"; do stop_group "$pg"; done
   TARGET_PGS=()
-  for ns in "$(pod 2 0)" "$(pod 2 1)" "$(pod 2 2)" "$(pod 2 5)"; do
+  for ns in "$(pod 2 0)" "$(pod 2 1)" "$(pod 2 2)" "$(pod 2 5)" "$(pod 2 6)"; do
     case $1 in
       echo) start_group "target-echo-$ns" "$ns" "exec '$BENCHNET' echo $TPORT" ;;
       http) start_group "target-http-$ns" "$ns" "exec '$BENCHNET' http-server $TPORT" ;;
@@ -473,26 +486,30 @@ hp() { H=$(dst_host "${DST[$1]}") P=$(dst_port "${DST[$1]}"); }
 # ------------------------------------------------------------------------------------------
 # Measurements.  Every kind: for each repetition, every case once (interleaved).
 # ------------------------------------------------------------------------------------------
-log "request/response + conn/s: ${REPS} x ${#OK[@]} cases (${T_RR}s + ${T_CPS}s)"
+# relay-tls is the floor of bulk figures only (a TLS handshake per connection, a thread that polls:
+# no floor for messages or new connections), and leaving it out keeps the suite under 15 minutes.
+MSG_CASES=()
+for c in "${OK[@]}"; do [[ $c != relay-tls ]] && MSG_CASES+=("$c"); done
+log "request/response + conn/s: ${REPS} x ${#MSG_CASES[@]} cases (${T_RR}s + ${T_CPS}s)"
 for r in $(seq 1 "$REPS"); do
-  for c in "${OK[@]}"; do
+  for c in "${MSG_CASES[@]}"; do
     hp "$c"
     run_case rr "$c" "" plain timeout 30 "$BENCHNET" rr "$H" "$P" "$T_RR" "$RR_SIZE" 0.3
     run_case cps "$c" "" plain timeout 30 "$BENCHNET" cps "$H" "$P" "$T_CPS" "$RR_SIZE" "$CPS_THREADS"
   done
 done
 start_targets http
-log "HTTP at ${HTTP_RATE} req/s (${HTTP_SIZE} B bodies, ${HTTP_CONNS} keep-alive conns): ${REPS} x ${#OK[@]} x ${T_HTTP}s"
+log "HTTP at ${HTTP_RATE} req/s (${HTTP_SIZE} B bodies, ${HTTP_CONNS} keep-alive conns): ${REPS} x ${#MSG_CASES[@]} x ${T_HTTP}s"
 for r in $(seq 1 "$REPS"); do
-  for c in "${OK[@]}"; do
+  for c in "${MSG_CASES[@]}"; do
     hp "$c"
     run_case http "$c" "rate=$HTTP_RATE" plain timeout 60 "$BENCHNET" http-load "$H" "$P" "$T_HTTP" \
       "$HTTP_RATE" "$HTTP_CONNS" "$HTTP_SIZE"
   done
 done
 start_targets iperf3
-# relay-inpod is the floor of per-connection and per-message figures only: the floor of CPU per GB
-# is the issue's (meshnode-tcp + AES), and leaving it out keeps the suite under 15 minutes.
+# relay-inpod is the floor of per-connection and per-message figures only (relay-tls is the one of
+# bulk bytes), and leaving it out keeps the suite under 15 minutes.
 TPUT_CASES=()
 for c in "${OK[@]}"; do [[ $c != relay-inpod ]] && TPUT_CASES+=("$c"); done
 log "throughput: ${REPS} x ${#TPUT_CASES[@]} cases x (1 and 4 streams) x ${T_TPUT}s"
@@ -557,7 +574,7 @@ for pg in "${TARGET_PGS[@]}"; do stop_group "$pg"; done
 TARGET_PGS=()
 log "idle connections: meshnode-hbone $IDLE_N, others $IDLE_PEER_N"
 IDLE_ORDER=()   # meshnode-tcp before meshnode-hbone: they share the proxies, and the 10,000-connection
-for c in "${OK[@]}"; do [[ $c != meshnode-hbone && $c != relay-inpod ]] && IDLE_ORDER+=("$c"); done   # test's heap is not returned
+for c in "${OK[@]}"; do [[ $c != meshnode-hbone && $c != relay-* ]] && IDLE_ORDER+=("$c"); done   # test's heap is not returned
 [[ " ${OK[*]} " == *" meshnode-hbone "* ]] && IDLE_ORDER+=(meshnode-hbone)
 for c in "${IDLE_ORDER[@]}"; do
   [[ $c == direct ]] && continue

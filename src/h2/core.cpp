@@ -16,7 +16,7 @@ using base::fail;
 
 // Bytes of frames gathered before one socket write: large enough for full TLS records and few
 // syscalls, small enough to keep latency and memory per connection low.
-constexpr std::size_t kWriteBatch = 256 * 1024;
+constexpr std::size_t kWriteBatch = 128 * 1024;
 // What a stream may queue while the peer grants it no window: one small chunk, so a stalled
 // stream holds little and its writer (the copy from the app) stops reading the app.
 constexpr std::size_t kStalledChunk = 16 * 1024;

@@ -447,8 +447,8 @@ asio::awaitable<void> Session::keepalive_loop(std::shared_ptr<Session> /*keep_al
     if (dead_) break;
     // Buffers grow with traffic; a connection that sent no DATA for a whole interval gives them
     // back. Not "wrote nothing": the PING below is a write every interval, so a pooled connection
-    // kept alive by it would hold its largest batch (two 512 KiB buffers after a bulk transfer)
-    // for good.
+    // kept alive by it would hold its largest batch (two buffers of a few hundred KiB after a
+    // bulk transfer) for good.
     if (data_sent_ == data_sent_at_tick_ && out_.empty()) {
       std::vector<std::byte>().swap(out_);
       socket_.release_idle_buffers();

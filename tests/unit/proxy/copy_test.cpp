@@ -160,7 +160,7 @@ TEST_F(CopyTest, ADirectionThatStallsAfterTenMiBHoldsNoBuffer) {
   const std::string up = pattern(12 << 20, 3), more = pattern(1 << 20, 4);
   // Both directions are waiting: neither holds a buffer yet.
   const std::size_t idle = heap_in_use();
-  // 12 MiB client → server grows that direction's buffer to 256 KiB (past 10 MiB)...
+  // 12 MiB client → server grows that direction's buffer to 128 KiB (past 10 MiB)...
   std::thread writer([&] { EXPECT_TRUE(write_all(a_, up)); });
   EXPECT_EQ(read_n(b_, up.size()), up);
   writer.join();

@@ -439,7 +439,7 @@ def main():
     prof = [r["text"] for r in rows if r["kind"] == "profile"]
     if prof:
         w("")
-        w("## Profile: meshnode-hbone, both proxies, 1 stream (`perf record -g`, self time, ≥ 1.5 %)")
+        w("## Profile: meshnode-hbone, both proxies, 1 stream (`perf record -g`, self time, ≥ 1 %)")
         w("")
         w("```")
         w("\n".join(prof))

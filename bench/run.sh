@@ -558,9 +558,9 @@ if [[ $PROFILE == 1 ]] && command -v perf >/dev/null; then
   ppid=$!
   ip netns exec "${CLI[meshnode-hbone]}" iperf3 -c "$H" -p "$P" -t "$T_PROF" -P 1 >/dev/null 2>&1
   wait "$ppid"
-  { perf report -i "$RUN/perf.data" --stdio --no-children --sort comm,dso --percent-limit 2 2>/dev/null |
+  { perf report -i "$RUN/perf.data" --stdio --no-children --sort comm,dso -g none --percent-limit 2 2>/dev/null |
       grep -E '^ +[0-9]' | head -12 | sed 's/^/by process and DSO: /'
-    perf report -i "$RUN/perf.data" --stdio --no-children --sort dso,sym --percent-limit 1 2>/dev/null |
+    perf report -i "$RUN/perf.data" --stdio --no-children --sort dso,sym -g none --percent-limit 1 2>/dev/null |
       grep -E '^ +[0-9]' | head -25; } >"$RUN/perf.txt"
   while read -r line; do emit "profile case=meshnode-hbone line=$(tr '\t' ' ' <<<"$line" | tr -s ' ')"; done <"$RUN/perf.txt"
 fi

@@ -505,9 +505,10 @@ static int inpod_relay_main(int nports, char **ports) {
  *   server: accepts TLS on PORT (client certificate required), reads those 2 bytes, dials its own
  *           pod address at that port with SO_MARK 0x539, then copies both ways.
  * TLS_AES_128_GCM_SHA256 only, P-256 certificates (the bench's throwaway CA). A thread per
- * connection, poll() when nothing moved. OpenSSL works on a BIO pair: ciphertext is received
- * into it and sent from it in chunks of up to 256 KiB, with no copy of ours (OpenSSL's own copy
- * into its record buffer stays, as in every OpenSSL user). */
+ * connection (it dials, handshakes and copies), poll() when nothing moved. OpenSSL works on a BIO
+ * pair, the same buffering as meshnode's own BIOs: ciphertext is received into the pair and sent
+ * from it in chunks of up to 256 KiB, and OpenSSL copies its records into and out of it (and each
+ * record's plaintext into its record buffer, as in every OpenSSL user). */
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -521,7 +522,7 @@ struct tconn {
   SSL *ssl;
   BIO *net; /* our half of the BIO pair: ciphertext to send / room for what we receive */
   int server;
-  struct sockaddr_in local; /* server: this pod's address (getsockname of the TLS socket) */
+  struct sockaddr_in local; /* client: the original destination; server: this pod's address */
 };
 static SSL_CTX *tls_relay_ctx;
 
@@ -543,7 +544,11 @@ static int tconn_run(struct tconn *c) {
   SSL *s = c->ssl;
   BIO *net = c->net;
   char *up = malloc(TLS_RELAY_PLAIN), *down = malloc(TLS_RELAY_PLAIN), *q;
-  if (!up || !down) return -1;
+  if (!up || !down) {
+    free(up);
+    free(down);
+    return -1;
+  }
   size_t up_len = 0, up_off = 0, down_len = 0, down_off = 0;
   int hs = 0, p_eof = 0, t_eof = 0, down_eof = 0, up_shut = 0, down_shut = 0, t_shut = 0;
   int p_rd = 1, p_wr = 1, t_rd = 1, t_wr = 1, rc = -1;
@@ -608,9 +613,11 @@ static int tconn_run(struct tconn *c) {
         } else if (SSL_get_error(s, 0) != SSL_ERROR_WANT_WRITE) goto out;
         else break;
       }
-      if (p_eof && up_len == 0 && !up_shut) {
-        SSL_shutdown(s); /* close_notify; the FIN follows it (below) */
-        up_shut = moved = 1;
+      if (p_eof && up_len == 0 && !up_shut) { /* close_notify; the FIN follows it (below) */
+        int r = SSL_shutdown(s);
+        if (r >= 0) up_shut = moved = 1;
+        else if (SSL_get_error(s, r) != SSL_ERROR_WANT_WRITE) goto out;
+        /* else the pair is full: it drains above, and this retries the rest of the alert */
       }
       /* TLS -> plaintext */
       if (down_off == down_len && !down_eof) {
@@ -631,8 +638,9 @@ static int tconn_run(struct tconn *c) {
             if ((c->p = dial_marked(&dst)) < 0) goto out;
           }
         } else {
+          /* close_notify, or a FIN without it (SSL_OP_IGNORE_UNEXPECTED_EOF, as meshnode) */
           int e = SSL_get_error(s, 0);
-          if (e == SSL_ERROR_ZERO_RETURN || (t_eof && e != SSL_ERROR_WANT_WRITE)) down_eof = moved = 1;
+          if (e == SSL_ERROR_ZERO_RETURN) down_eof = moved = 1;
           else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) goto out;
           if (c->p < 0 && down_eof) goto out;
         }
@@ -662,12 +670,16 @@ static int tconn_run(struct tconn *c) {
       }
     }
     if (moved || (t_wr && BIO_ctrl_pending(net) > 0)) continue; /* e.g. a handshake flight to send */
-    struct pollfd f[2] = {{.fd = c->p}, {.fd = c->t}};
+    /* Only fds that wait for something are polled (poll reports HUP/ERR even for no events). */
+    struct pollfd f[2] = {{.fd = -1}, {.fd = -1}};
     if (c->p >= 0 && !p_rd && !p_eof && up_len == 0) f[0].events |= POLLIN;
     if (c->p >= 0 && !p_wr && down_off < down_len) f[0].events |= POLLOUT;
     if (!t_rd && !t_eof) f[1].events |= POLLIN;
     if (!t_wr && BIO_ctrl_pending(net) > 0) f[1].events |= POLLOUT;
-    if (poll(f, 2, 30000) <= 0) goto out; /* nothing for 30 s, or stuck: end the connection */
+    if (f[0].events) f[0].fd = c->p;
+    if (f[1].events) f[1].fd = c->t;
+    if (!f[0].events && !f[1].events) goto out; /* nothing can move: a bug, end the connection */
+    if (poll(f, 2, -1) < 0 && errno != EINTR) goto out;
     for (int i = 0; i < 2; i++) {
       int rd = (f[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0, wr = (f[i].revents & (POLLOUT | POLLHUP | POLLERR)) != 0;
       if (i == 0) p_rd |= rd, p_wr |= wr;
@@ -680,9 +692,28 @@ out:
   return rc;
 }
 
+/* The connection's thread: the client dials the destination's port 15008; both make their SSL
+ * on a BIO pair, then run the connection. */
 static void *tconn_thread(void *arg) {
   struct tconn *c = arg;
-  if (tconn_run(c) < 0) { /* an error: reset both sides, as a proxy does */
+  BIO *inner = NULL;
+  int ok = 1;
+  if (!c->server) {
+    struct sockaddr_in hbone = c->local; /* c->local keeps the original port for the preamble */
+    hbone.sin_port = htons(TLS_RELAY_HBONE_PORT);
+    ok = (c->t = dial_marked(&hbone)) >= 0;
+  } else {
+    nodelay(c->t);
+    fcntl(c->t, F_SETFL, O_NONBLOCK);
+  }
+  if (ok) ok = (c->ssl = SSL_new(tls_relay_ctx)) != NULL;
+  if (ok) ok = BIO_new_bio_pair(&inner, TLS_RELAY_PAIR, &c->net, TLS_RELAY_PAIR) == 1;
+  if (ok) {
+    SSL_set_bio(c->ssl, inner, inner);
+    if (c->server) SSL_set_accept_state(c->ssl);
+    else SSL_set_connect_state(c->ssl);
+  }
+  if (!ok || tconn_run(c) < 0) { /* an error: reset both sides, as a proxy does */
     struct linger lg = {1, 0};
     for (int i = 0; i < 2; i++) {
       int fd = i ? c->t : c->p;
@@ -690,8 +721,8 @@ static void *tconn_thread(void *arg) {
     }
   }
   if (c->p >= 0) close(c->p);
-  close(c->t);
-  SSL_free(c->ssl); /* frees the internal half of the pair */
+  if (c->t >= 0) close(c->t);
+  SSL_free(c->ssl); /* frees the internal half of the pair (NULL-safe) */
   BIO_free(c->net);
   free(c);
   return NULL;
@@ -712,6 +743,7 @@ static int inpod_tls_relay_main(const char *role, int port, const char *pem, con
   SSL_CTX_set_verify(x, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
   SSL_CTX_set_num_tickets(x, 0);
   SSL_CTX_set_mode(x, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_options(x, SSL_OP_IGNORE_UNEXPECTED_EOF); /* a FIN without close_notify is EOF */
   tls_relay_ctx = x;
   int lfd = listen_on(port);
   pthread_attr_t attr;
@@ -719,43 +751,30 @@ static int inpod_tls_relay_main(const char *role, int port, const char *pem, con
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   for (;;) {
     int d = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (d < 0) continue;
+    if (d < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) usleep(10000); /* no busy loop */
+      continue;
+    }
     struct tconn *c = calloc(1, sizeof *c);
     socklen_t len = sizeof c->local;
-    c->server = server;
-    c->p = c->t = -1;
-    int ok = 0;
-    if (server) {
-      c->t = d;
-      ok = getsockname(d, (struct sockaddr *)&c->local, &len) == 0;
-    } else if (getsockopt(d, SOL_IP, SO_ORIGINAL_DST, &c->local, &len) == 0) {
-      struct sockaddr_in hbone = c->local; /* c->local keeps the original port for the preamble */
-      hbone.sin_port = htons(TLS_RELAY_HBONE_PORT);
-      c->p = d;
-      nodelay(d);
-      fcntl(d, F_SETFL, O_NONBLOCK);
-      ok = (c->t = dial_marked(&hbone)) >= 0;
-    }
-    BIO *inner = NULL;
+    int ok = c != NULL;
     if (ok) {
-      nodelay(c->t);
-      fcntl(c->t, F_SETFL, O_NONBLOCK);
-      ok = (c->ssl = SSL_new(x)) != NULL && BIO_new_bio_pair(&inner, TLS_RELAY_PAIR, &c->net, TLS_RELAY_PAIR) == 1;
+      c->server = server;
+      c->p = c->t = -1;
+      if (server) {
+        c->t = d;
+        ok = getsockname(d, (struct sockaddr *)&c->local, &len) == 0;
+      } else {
+        c->p = d;
+        ok = getsockopt(d, SOL_IP, SO_ORIGINAL_DST, &c->local, &len) == 0;
+        nodelay(d);
+        fcntl(d, F_SETFL, O_NONBLOCK);
+      }
     }
     pthread_t th;
-    if (ok) {
-      SSL_set_bio(c->ssl, inner, inner);
-      if (server) SSL_set_accept_state(c->ssl);
-      else SSL_set_connect_state(c->ssl);
-      ok = pthread_create(&th, &attr, tconn_thread, c) == 0;
-    }
+    if (ok) ok = pthread_create(&th, &attr, tconn_thread, c) == 0;
     if (!ok) {
-      if (c->ssl) SSL_free(c->ssl);
-      else BIO_free(inner);
-      BIO_free(c->net);
-      if (c->p >= 0) close(c->p);
-      if (c->t >= 0) close(c->t);
-      if (c->t != d && c->p != d) close(d);
+      close(d);
       free(c);
     }
   }

@@ -96,20 +96,29 @@ TEST(Log, ErrorFloodIsCappedAndTheExcessIsReported) {
   spdlog::info("after the flood");
   const auto lines = lines_of(capture.finish());
   int errors = 0;
-  long suppressed = -1;
+  int notes = 0;
+  long suppressed = 0;
+  long dropped = 0;
   bool info_last = false;
   const std::regex note(R"(\twarning\tlog: (\d+) warning/error lines suppressed \(over 50/s\)$)");
+  const std::regex drop_note(R"(\twarning\tlog: (\d+) lines dropped \(stderr too slow\)$)");
   for (const auto& line : lines) {
     std::smatch m;
     if (line.find("\terror\taccess\t") != std::string::npos) ++errors;
-    if (std::regex_search(line, m, note)) suppressed = std::stol(m[1]);
+    // A line that a refilled token lets through reports what was held back before it, so a slow
+    // run (sanitizers, a loaded machine) gives several counts: each is part of the total.
+    if (std::regex_search(line, m, note)) {
+      suppressed += std::stol(m[1]);
+      ++notes;
+    }
+    if (std::regex_search(line, m, drop_note)) dropped += std::stol(m[1]);
     info_last = line.ends_with("\tinfo\tafter the flood");
   }
   // A burst of 500 passes (plus what 50/s refills while the loop runs), the rest is counted.
   EXPECT_GE(errors, 500);
   EXPECT_LT(errors, 1000);
-  ASSERT_GE(suppressed, 0) << "the suppressed count is reported before the next line";
-  EXPECT_EQ(errors + suppressed, kErrors);
+  ASSERT_GE(notes, 1) << "the suppressed count is reported before the next line";
+  EXPECT_EQ(errors + suppressed + dropped, kErrors) << notes << " suppression notes, " << dropped << " dropped";
   EXPECT_TRUE(info_last) << "info lines are not limited";
 }
 

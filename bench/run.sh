@@ -491,10 +491,9 @@ hp() { H=$(dst_host "${DST[$1]}") P=$(dst_port "${DST[$1]}"); }
 # HBONE pools, and leaving it out of those keeps the suite under 15 minutes.
 MSG_CASES=()
 for c in "${OK[@]}"; do [[ $c != relay-tls ]] && MSG_CASES+=("$c"); done
-RR_CASES=("${OK[@]}")
-log "request/response + conn/s: ${REPS} x ${#RR_CASES[@]} / ${#MSG_CASES[@]} cases (${T_RR}s + ${T_CPS}s)"
+log "request/response + conn/s: ${REPS} x ${#OK[@]} / ${#MSG_CASES[@]} cases (${T_RR}s + ${T_CPS}s)"
 for r in $(seq 1 "$REPS"); do
-  for c in "${RR_CASES[@]}"; do
+  for c in "${OK[@]}"; do
     hp "$c"
     run_case rr "$c" "" plain timeout 30 "$BENCHNET" rr "$H" "$P" "$T_RR" "$RR_SIZE" 0.3
     [[ $c == relay-tls ]] && continue

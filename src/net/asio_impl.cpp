@@ -44,6 +44,7 @@ void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descripto
 
 #include <asio/impl/src.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 
 #include <atomic>
@@ -53,7 +54,12 @@ void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descripto
 #include <mutex>
 #include <vector>
 
+#include "net/drained_read.hpp"
 #include "net/reactor_records.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
 
 // jemalloc's non-standard API (jemalloc(3)). Weak: resolved when the executable links jemalloc
 // (meshnode_use_allocator in cmake/meshnode.cmake), null on glibc, where the records come from
@@ -124,16 +130,18 @@ using asio::detail::epoll_reactor;
 using Record = epoll_reactor::descriptor_state;
 using RecordPool = asio::detail::object_pool<Record>;
 
-// A record names the reactor that registered it (descriptor_state::reactor_, private). An
-// explicit instantiation may name a private member (C++ [temp.spec.general]/6): this one hands a
-// pointer to that member to `reactor_member`, which is all the access we take.
-struct ReactorMember {
-  using type = epoll_reactor* Record::*;
-  friend type reactor_member(ReactorMember);
-};
+// The Asio internals used here are private or protected members. An explicit instantiation may
+// name one (C++ [temp.spec.general]/6): each GrantMember below hands a pointer to one member to
+// `granted(Tag)`, which is all the access we take.
 template <typename Tag, typename Tag::type Member>
 struct GrantMember {
-  friend typename Tag::type reactor_member(Tag) { return Member; }
+  friend typename Tag::type granted(Tag) { return Member; }
+};
+
+// The reactor that registered a record (descriptor_state::reactor_).
+struct ReactorMember {
+  using type = epoll_reactor* Record::*;
+  friend type granted(ReactorMember);
 };
 template struct GrantMember<ReactorMember, &Record::reactor_>;
 
@@ -178,7 +186,7 @@ class RetiredRecords {
   /// thread reclaims for, and this thread is running that reactor's scheduler, so the scheduler's
   /// FIFO order is this thread's.
   [[nodiscard]] bool accepts(Record* record) const {
-    return reactor_ != nullptr && record->*reactor_member(ReactorMember{}) == reactor_ && runs(scheduler_);
+    return reactor_ != nullptr && record->*granted(ReactorMember{}) == reactor_ && runs(scheduler_);
   }
 
   /// False when the list cannot grow (out of memory): the record then goes to Asio's free list,
@@ -309,6 +317,81 @@ ReactorRecordStats reactor_record_stats() {
   return {.created = records_created.load(std::memory_order_relaxed),
           .destroyed = records_destroyed.load(std::memory_order_relaxed),
           .retired = records_retired.load(std::memory_order_relaxed)};
+}
+
+}  // namespace meshnode::net
+
+// What net/drained_read.hpp needs: a TCP socket's reactor record, and in it the lock, the "try
+// recv before waiting" flags and the registered epoll mask.
+namespace {
+
+using Socket = asio::basic_socket<asio::ip::tcp, asio::any_io_executor>;
+using SocketImpl = asio::detail::io_object_impl<asio::detail::reactive_socket_service<asio::ip::tcp>, asio::any_io_executor>;
+constexpr int kMaxOps = epoll_reactor::max_ops;
+
+struct SocketImplMember {
+  using type = SocketImpl Socket::*;
+  friend type granted(SocketImplMember);
+};
+template struct GrantMember<SocketImplMember, &Socket::impl_>;
+struct RecordMutexMember {
+  using type = asio::detail::conditionally_enabled_mutex Record::*;
+  friend type granted(RecordMutexMember);
+};
+template struct GrantMember<RecordMutexMember, &Record::mutex_>;
+struct RecordSpeculativeMember {
+  using type = bool (Record::*)[kMaxOps];
+  friend type granted(RecordSpeculativeMember);
+};
+template struct GrantMember<RecordSpeculativeMember, &Record::try_speculative_>;
+struct RecordEventsMember {
+  using type = std::uint32_t Record::*;
+  friend type granted(RecordEventsMember);
+};
+template struct GrantMember<RecordEventsMember, &Record::registered_events_>;
+
+Record* record_of(asio::ip::tcp::socket& socket) noexcept {
+  Socket& base = socket;
+  return (base.*granted(SocketImplMember{})).get_implementation().reactor_data_;
+}
+
+// Under the record's lock. Not for a socket epoll refused (registered_events_ == 0): no event
+// would ever mark it readable again, which is why Asio makes the same check.
+void mark_drained(Record* record) noexcept {
+  if (record->*granted(RecordEventsMember{}) != 0) (record->*granted(RecordSpeculativeMember{}))[epoll_reactor::read_op] = false;
+}
+
+template <typename Call>
+ssize_t call_noting_drained(asio::ip::tcp::socket& socket, Call call) noexcept {
+  const int fd = socket.native_handle();
+  Record* record = socket.is_open() ? record_of(socket) : nullptr;
+  if (record == nullptr) {
+    ssize_t n;
+    do n = call(fd);
+    while (n < 0 && errno == EINTR);
+    return n;
+  }
+  asio::detail::conditionally_enabled_mutex::scoped_lock lock(record->*granted(RecordMutexMember{}));
+  ssize_t n;
+  do n = call(fd);
+  while (n < 0 && errno == EINTR);
+  const int saved = errno;
+  if (n < 0 && (saved == EAGAIN || saved == EWOULDBLOCK)) mark_drained(record);
+  errno = saved;
+  return n;
+}
+
+}  // namespace
+
+namespace meshnode::net {
+
+ssize_t recv_noting_drained(asio::ip::tcp::socket& socket, void* data, std::size_t size) noexcept {
+  return call_noting_drained(socket, [&](int fd) { return ::recv(fd, data, size, MSG_DONTWAIT); });
+}
+
+ssize_t peek_noting_drained(asio::ip::tcp::socket& socket) noexcept {
+  char byte;
+  return call_noting_drained(socket, [&](int fd) { return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT); });
 }
 
 }  // namespace meshnode::net

@@ -1,6 +1,7 @@
 #include "net/byte_stream.hpp"
 
 #include "net/awaitable.hpp"
+#include "net/drained_read.hpp"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -38,6 +39,7 @@ asio::awaitable<base::Result<std::size_t>> TcpStream::read_some(std::span<std::b
     const std::error_code ec(std::exchange(deferred_errno_, 0), asio::error::get_system_category());
     co_return std::unexpected(to_error(ec, "tcp read"));
   }
+  if (peeked_eof_) co_return 0;
   const auto into = asio::buffer(buf.data(), buf.size());
   auto [ec, n] = co_await socket_.async_read_some(into, kNoThrow);
   if (ec == asio::error::eof) co_return 0;
@@ -129,24 +131,36 @@ asio::awaitable<void> TcpStream::wait_readable() {
   // runs on this thread between the peek and queuing the wait, so no edge is lost after it.
   if (!socket_.is_open() || readable_now()) return ready_now();
   // Not a coroutine: an idle connection waits here for hours, and a frame of its own would live
-  // that long. The socket's wait completes the awaitable with no value; an error (closed,
-  // cancelled) completes it too, and the read that follows reports it. The waiter's cancellation
+  // that long. The wait is a queued one-byte MSG_PEEK, not async_wait: readable_now's EAGAIN told
+  // the reactor the socket is drained, so queuing it costs no syscall, where async_wait re-arms
+  // the epoll registration (EPOLL_CTL_MOD, and a spurious EPOLLOUT at the next wake-up). Its
+  // completion ends the awaitable with no value. What it met is kept as readable_now keeps it:
+  // an error for the next read_some (the peek took it off the socket), and EOF, since the reactor
+  // reports it only once and would not wake a later read for it. A closed or cancelled wait
+  // ends the awaitable too, and the read that follows reports it. The waiter's cancellation
   // slot is passed on, so a DrainScope cancel still ends the wait.
   return asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
       [this](auto waiter) {
         auto slot = asio::get_associated_cancellation_slot(waiter);
-        socket_.async_wait(asio::ip::tcp::socket::wait_read,
-                           asio::bind_cancellation_slot(slot, [waiter = std::move(waiter)](const std::error_code&) mutable {
-                             std::move(waiter)();
-                           }));
+        socket_.async_receive(
+            asio::mutable_buffer(&peeked_, 1), MSG_PEEK,
+            asio::bind_cancellation_slot(slot, [this, waiter = std::move(waiter)](const std::error_code& ec,
+                                                                                   std::size_t) mutable {
+              if (ec == asio::error::eof) {
+                peeked_eof_ = true;
+              } else if (ec && ec != asio::error::operation_aborted && ec.category() == asio::error::get_system_category()) {
+                deferred_errno_ = ec.value();
+              }
+              std::move(waiter)();
+            }));
       },
       asio::use_awaitable);
 }
 
 bool TcpStream::readable_now() {
-  if (!socket_.is_open() || deferred_errno_ != 0) return true;
-  char byte;
-  ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (!socket_.is_open() || deferred_errno_ != 0 || peeked_eof_) return true;
+  // EAGAIN also marks the socket drained: the wait that follows then costs no syscall.
+  const ssize_t n = peek_noting_drained(socket_);
   if (n >= 0) return true;
   if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
   // Even a peek takes the pending error off the socket (ECONNRESET is reported once): kept for
@@ -156,15 +170,12 @@ bool TcpStream::readable_now() {
 }
 
 std::size_t TcpStream::read_now(std::span<std::byte> buf) {
-  if (buf.empty() || deferred_errno_ != 0 || !socket_.is_open()) return 0;
-  for (;;) {
-    const ssize_t n = ::recv(socket_.native_handle(), buf.data(), buf.size(), MSG_DONTWAIT);
-    if (n > 0) return static_cast<std::size_t>(n);
-    if (n == 0) return 0;  // EOF stays: the next recv sees it again
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) deferred_errno_ = errno;
-    return 0;
-  }
+  if (buf.empty() || deferred_errno_ != 0 || peeked_eof_ || !socket_.is_open()) return 0;
+  const ssize_t n = recv_noting_drained(socket_, buf.data(), buf.size());
+  if (n > 0) return static_cast<std::size_t>(n);
+  if (n == 0) return 0;  // EOF stays: the next recv sees it again
+  if (errno != EAGAIN && errno != EWOULDBLOCK) deferred_errno_ = errno;
+  return 0;
 }
 
 void TcpStream::reset() {

@@ -80,6 +80,8 @@ class TcpStream final : public ByteStream {
  private:
   asio::ip::tcp::socket socket_;
   int deferred_errno_ = 0;  ///< an error a peek or read_now met, for the next read_some
+  bool peeked_eof_ = false;  ///< wait_readable's peek met EOF, which the reactor then sees no more
+  std::byte peeked_;         ///< where wait_readable's queued peek puts the byte it leaves in place
 };
 
 /// A level-triggered wake-up for one waiting coroutine on a single-threaded io_context:

@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "net/awaitable.hpp"
+#include "net/drained_read.hpp"
 #include "tls/ossl.hpp"
 
 namespace meshnode::tls {
@@ -208,31 +210,71 @@ void TlsStream::release_idle_buffers() noexcept {
 
 asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
   if (in_eof_) co_return base::fail(Errc::kClosed, std::string(what) + ": peer closed the connection");
-  // After a short read the socket is most likely empty: wait for readability first instead of a
-  // recv() that fails. The wait holds no buffer, so an idle connection can give its input buffer
-  // back (release_idle_buffers) while its reader waits here for hours.
-  bool wait_first = read_short_;
+  // After a short read the socket is most likely empty: the read goes into wait_buf_, and if it
+  // must wait, the wait reads there too, so an idle connection can give its input buffer back
+  // (release_idle_buffers) while its reader waits here for hours. The recv's EAGAIN tells the
+  // reactor the socket is drained (net/drained_read.hpp), so the queued read costs no second
+  // recv, and no epoll_ctl as a readiness wait would.
+  bool small_first = read_short_;
+  bool drained = false;  // the last recv met EAGAIN: wait without another
   for (;;) {
     if (!socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed");
-    if (wait_first) {
-      auto [ec] = co_await socket_.async_wait(asio::ip::tcp::socket::wait_read, net::kNoThrow);
-      if (ec || !socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed", ec);
+    std::size_t waited = 0;  // bytes read into wait_buf_
+    if (small_first) {
+      const ssize_t got = drained ? -1 : net::recv_noting_drained(socket_, wait_buf_.data(), wait_buf_.size());
+      const int e = drained ? EAGAIN : errno;
+      if (got == 0) {
+        in_eof_ = true;
+        read_short_ = true;
+        co_return base::Result<void>{};
+      }
+      if (got < 0 && e != EAGAIN && e != EWOULDBLOCK) {
+        if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
+        co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
+      }
+      std::error_code ec;
+      std::size_t n = got > 0 ? static_cast<std::size_t>(got) : 0;
+      if (got < 0) {
+        std::tie(ec, n) = co_await socket_.async_read_some(asio::buffer(wait_buf_), net::kNoThrow);
+      }
+      if (ec == asio::error::eof) {
+        in_eof_ = true;
+        read_short_ = true;
+        co_return base::Result<void>{};
+      }
+      if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) co_return base::fail(Errc::kReset, what, ec);
+      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor || !socket_.is_open()) {
+        co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed", ec);
+      }
+      if (ec) co_return base::fail(Errc::kIo, what, ec);
+      waited = n;
     }
-    wait_first = true;
+    small_first = true;
     if (!in_) {
       in_ = std::make_unique_for_overwrite<std::byte[]>(kInputBuffer);
       in_head_ = in_tail_ = 0;
     }
     if (in_head_ == in_tail_) {
       in_head_ = in_tail_ = 0;
-    } else if (in_tail_ == kInputBuffer) {
+    } else if (kInputBuffer - in_tail_ < std::max<std::size_t>(waited, 1)) {
       // Only the start of one record can be left (OpenSSL takes whole records): move it to the front.
       std::memmove(in_.get(), in_.get() + in_head_, input_unread());
       in_tail_ -= in_head_;
       in_head_ = 0;
     }
+    if (waited > 0) {
+      std::memcpy(in_.get() + in_tail_, wait_buf_.data(), waited);
+      in_tail_ += waited;
+      if (waited < wait_buf_.size()) {
+        read_short_ = true;
+        co_return base::Result<void>{};
+      }
+      // It filled wait_buf_: more is likely there, read on without waiting.
+    }
     const std::size_t room = kInputBuffer - in_tail_;
-    const ssize_t n = ::recv(socket_.native_handle(), in_.get() + in_tail_, room, MSG_DONTWAIT);
+    if (room == 0) co_return base::Result<void>{};
+    const ssize_t n = net::recv_noting_drained(socket_, in_.get() + in_tail_, room);
+    drained = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     if (n > 0) {
       in_tail_ += static_cast<std::size_t>(n);
       read_short_ = static_cast<std::size_t>(n) < room;
@@ -244,11 +286,13 @@ asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
       co_return base::Result<void>{};
     }
     const int e = errno;
-    if (e == EINTR) {
-      wait_first = false;
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      if (waited > 0) {
+        read_short_ = true;
+        co_return base::Result<void>{};
+      }
       continue;
     }
-    if (e == EAGAIN || e == EWOULDBLOCK) continue;
     if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
     co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
   }

@@ -525,5 +525,108 @@ TEST(TcpStream, ReadNowLeavesACleanEofForReadSome) {
   EXPECT_EQ(*got.end, 0u);
 }
 
+
+// Reads up to `count` messages (each read one message), waiting at `gate` after each, so the test
+// decides whether the next message arrives while a read is queued or while none is.
+asio::awaitable<void> read_gated(TcpStream& s, Signal& gate, std::vector<std::string>& got, std::size_t count,
+                                 bool& done) {
+  std::array<std::byte, 64> buf{};
+  while (got.size() < count) {
+    co_await s.wait_readable();
+    auto n = co_await s.read_some(buf);
+    if (!n || *n == 0) break;
+    got.emplace_back(reinterpret_cast<const char*>(buf.data()), *n);
+    co_await gate.wait();
+  }
+  done = true;
+}
+
+// Runs `io` until `pred()` or 5 s pass.
+template <typename Pred>
+bool run_until_true(asio::io_context& io, Pred pred) {
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (!pred() && std::chrono::steady_clock::now() < until) {
+    io.restart();
+    io.run_one_for(50ms);
+  }
+  return pred();
+}
+
+// wait_readable's peek, when it finds nothing, tells the reactor the socket is drained, and the
+// wait it queues then costs no syscall (net/drained_read.hpp). No message may be missed: neither
+// one that arrives while the wait is queued, nor one whose readiness the reactor saw while
+// nothing was queued (the gate holds the reader between messages).
+TEST(TcpStream, EveryMessageWakesAReaderThatWaitsForReadability) {
+  asio::io_context io;
+  TcpPair pair(io);
+  TcpStream server(std::move(pair.server));
+  Signal gate;
+  std::vector<std::string> got;
+  bool done = false;
+  constexpr std::size_t kMessages = 40;
+  asio::co_spawn(io, read_gated(server, gate, got, kMessages, done), asio::detached);
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    const std::string message = "message " + std::to_string(i);
+    const bool read_queued_first = i % 3 != 2;
+    if (read_queued_first) {
+      if (i > 0) gate.notify();
+      for (int k = 0; k < 5; ++k) {  // the reader runs and queues its wait
+        io.restart();
+        io.poll();
+      }
+    }
+    asio::write(pair.client, asio::buffer(message));
+    if (!read_queued_first) {
+      ASSERT_TRUE(testing_support::eventually([&] { return peer_end_arrived(server); }));
+      for (int k = 0; k < 5; ++k) {  // the reactor sees the bytes while nothing is queued
+        io.restart();
+        io.poll();
+      }
+      gate.notify();
+    }
+    ASSERT_TRUE(run_until_true(io, [&] { return got.size() == i + 1; })) << "message " << i << " never read";
+    EXPECT_EQ(got[i], message);
+  }
+  gate.notify();
+  EXPECT_TRUE(run_until(io, done));
+}
+
+asio::awaitable<void> wait_readable_then_read_to_end(TcpStream& server, bool& woke, ReadAll& got, bool& done) {
+  co_await server.wait_readable();
+  woke = true;
+  got = co_await read_all(server);
+  done = true;
+}
+
+// wait_readable's queued peek meets the peer's end itself: a FIN must still come out of the read
+// as EOF (the reactor reports it only once), and an RST as a reset (the peek took the error).
+TEST(TcpStream, AnEofOrResetThatEndsAWaitIsReportedByTheRead) {
+  for (const bool abort : {false, true}) {
+    asio::io_context io;
+    TcpPair pair(io);
+    TcpStream server(std::move(pair.server));
+    bool woke = false;
+    bool done = false;
+    ReadAll got;
+    asio::co_spawn(io, wait_readable_then_read_to_end(server, woke, got, done), asio::detached);
+    for (int k = 0; k < 5; ++k) {  // the wait is queued before the peer's end arrives
+      io.restart();
+      io.poll();
+    }
+    ASSERT_FALSE(woke);
+    if (abort) pair.client.set_option(asio::socket_base::linger(true, 0));
+    pair.client.close();
+    ASSERT_TRUE(run_until(io, done)) << (abort ? "reset" : "eof") << " after the wait: the read never ended";
+    EXPECT_TRUE(woke);
+    if (abort) {
+      ASSERT_FALSE(got.end) << "the reset became an EOF";
+      EXPECT_EQ(got.end.error().code, base::Errc::kReset) << got.end.error().message();
+    } else {
+      ASSERT_TRUE(got.end) << got.end.error().message();
+      EXPECT_EQ(*got.end, 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshnode::net

@@ -357,18 +357,25 @@ def main():
         w(lim("1 KiB HTTP at 1,000 req/s, vCPU per proxy (worse of A and B)",
               max(pa, pb) if None not in (pa, pb) else None, ZT_VCPU_PER_1K, nd=3,
               detail=f" (A {fmt(pa, 3)}, B {fmt(pb, 3)}{floor_s})"))
-        if ri_.get("hv_a") is not None and ri_.get("hv_b") is not None:
-            ri_["hv"] = max(ri_["hv_a"], ri_["hv_b"])
-            mh["hv"] = max(pa, pb) if None not in (pa, pb) else None
-            line = relay_floor("hv", ZT_VCPU_PER_1K, nd=3, unit=" vCPU per proxy (worse side)", what="needs ")
+        mh["hv"] = max(pa, pb) if None not in (pa, pb) else None
+        for tls, floor_of in ((False, ri_), (True, rt_)):
+            if floor_of.get("hv_a") is None or floor_of.get("hv_b") is None:
+                continue
+            floor_of["hv"] = max(floor_of["hv_a"], floor_of["hv_b"])
+            # relay-tls's figure includes the handshakes of its keep-alive connections (HBONE's
+            # pooled connection is already up), so it errs on the high side by those.
+            line = relay_floor("hv", ZT_VCPU_PER_1K, nd=3, unit=" vCPU per proxy (worse side)",
+                               what="(handshakes of its keep-alive connections included) needs " if tls else "needs ",
+                               tls=tls)
             if line:
                 w(line)
         relay = dict(floors).get("haproxy-tcp")
         if relay is not None and relay > ZT_VCPU_PER_1K:
             w(f"  - The target is below this machine's floor: haproxy-tcp, a relay of the same hops with no TLS "
               f"and no HTTP/2, needs {relay:.3f} vCPU per proxy (the kernel's TCP path of each message is "
-              f"charged to the proxy that sends it). HBONE vs that floor: {max(pa, pb) / relay:.2f}×; "
-              f"vs haproxy with TLS: {max(pa, pb) / dict(floors).get('haproxy', float('nan')):.2f}×.")
+              f"charged to the proxy that sends it). HBONE vs that floor: {max(pa, pb) / relay:.2f}×"
+              + (f"; vs haproxy with TLS: {max(pa, pb) / dict(floors)['haproxy']:.2f}×" if "haproxy" in dict(floors) else "")
+              + ".")
         aes = next((f(r.get("kbytes_per_s")) for r in rows if r["kind"] == "aes"), None)
         if aes and mt.get("pc1") is not None:
             crypt = 2 * 1e9 / (aes * 1000)   # s/GB: encrypt on one proxy + decrypt on the other

@@ -98,8 +98,8 @@ class TlsStream {
   /// Sends all queued ciphertext, waiting for writability as needed. Errors as try_send.
   [[nodiscard]] asio::awaitable<base::Result<void>> flush(const char* what);
   /// Reads the socket into the input buffer (after what is still unread there), waiting until
-  /// it has bytes (waiting first when the last read was short, into wait_buf_, so the wait holds
-  /// no input buffer). TCP EOF is success with in_eof_ set (OpenSSL then sees the end of its input);
+  /// it has bytes (after a short read: one recv into wait_buf_, and when that finds nothing, a
+  /// queued read there, so a waiting reader holds no input buffer). TCP EOF is success with in_eof_ set (OpenSSL then sees the end of its input);
   /// ECONNRESET → Errc::kReset, a closed socket → Errc::kClosed, any other error → Errc::kIo.
   [[nodiscard]] asio::awaitable<base::Result<void>> fill_input(const char* what);
   /// The write BIO's callback: appends OpenSSL's records to out_.
@@ -121,8 +121,9 @@ class TlsStream {
   bool in_eof_ = false;          ///< the socket read EOF: once in_ is drained, OpenSSL sees EOF
   bool buffers_output_ = false;  ///< our BIOs are installed (else OpenSSL reads and writes the socket)
   bool read_short_ = false;      ///< the socket's last read gave less than asked (see input_drained)
-  /// Where a read that waits for the socket puts what it gets: an idle reader holds no input
-  /// buffer. 2 KiB: a 1 KiB HTTP message's record fits, so it costs one recv.
+  /// Where the read after a short one, and the read that waits for the socket, put what they
+  /// get: an idle reader holds no input buffer. 2 KiB: a 1 KiB HTTP message's record fits, so it
+  /// costs one recv.
   std::array<std::byte, 2048> wait_buf_;
 };
 

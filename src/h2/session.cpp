@@ -359,8 +359,8 @@ asio::awaitable<void> Session::read_loop(std::shared_ptr<Session> /*keep_alive*/
     send_now();
     // A small read with the socket most likely empty (request/response traffic): the woken
     // readers run right here, so a message is forwarded before this reader's next read_some finds
-    // nothing and re-arms the socket (a failed read, an epoll_ctl and a scheduler pass, all on
-    // the message's path). Bulk input (full records, or more waiting) is posted as before: the
+    // nothing and queues its wait (a failed read and a scheduler pass, both on the message's
+    // path). Bulk input (full records, or more waiting) is posted as before: the
     // readers run once this reader yields, and each forwards many records in one write.
     unwind_guard.session = nullptr;
     wake_deferred(*n < kInlineWakeBelow && socket_.input_drained());

@@ -371,13 +371,16 @@ ssize_t call_noting_drained(asio::ip::tcp::socket& socket, Call call) noexcept {
     while (n < 0 && errno == EINTR);
     return n;
   }
-  asio::detail::conditionally_enabled_mutex::scoped_lock lock(record->*granted(RecordMutexMember{}));
   ssize_t n;
-  do n = call(fd);
-  while (n < 0 && errno == EINTR);
-  const int saved = errno;
-  if (n < 0 && (saved == EAGAIN || saved == EWOULDBLOCK)) mark_drained(record);
-  errno = saved;
+  int saved;
+  {
+    asio::detail::conditionally_enabled_mutex::scoped_lock lock(record->*granted(RecordMutexMember{}));
+    do n = call(fd);
+    while (n < 0 && errno == EINTR);
+    saved = errno;
+    if (n < 0 && (saved == EAGAIN || saved == EWOULDBLOCK)) mark_drained(record);
+  }
+  errno = saved;  // after the unlock, which may set it
   return n;
 }
 

@@ -149,7 +149,10 @@ asio::awaitable<void> TcpStream::wait_readable() {
               if (ec == asio::error::eof) {
                 peeked_eof_ = true;
               } else if (ec && ec != asio::error::operation_aborted && ec.category() == asio::error::get_system_category()) {
+                // Reported once by read_some; reads after it see the end, as Asio now considers
+                // the socket drained and no new edge would wake them.
                 deferred_errno_ = ec.value();
+                peeked_eof_ = true;
               }
               std::move(waiter)();
             }));
@@ -165,7 +168,7 @@ bool TcpStream::readable_now() {
   if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
   // Even a peek takes the pending error off the socket (ECONNRESET is reported once): kept for
   // read_some, or the peer's RST would come out of the next read as a clean EOF.
-  if (errno != EINTR) deferred_errno_ = errno;
+  deferred_errno_ = errno;
   return true;
 }
 

@@ -124,8 +124,8 @@ asio::awaitable<void> copy_one_way(net::ByteStream& from, net::ByteStream& to, t
   // After a read that took less than a medium buffer (request/response traffic: the source is
   // drained), the next read waits in a small buffer whatever the direction moved before: on TCP a
   // read that waits costs a speculative recv and the recv when the bytes come (Asio's
-  // edge-triggered epoll needs no re-arm for it), a wait by readiness three calls more (the peeks
-  // below and an epoll_ctl for the re-armed wait), per message. A small read that comes back full
+  // edge-triggered epoll needs no re-arm for it), a wait by readiness two calls more (the peeks
+  // below), per message. A small read that comes back full
   // gathers the rest. Such a connection, once idle, holds that 1 KiB buffer per direction.
   std::unique_ptr<std::byte[]> buf;
   std::size_t size = 0;

@@ -210,6 +210,11 @@ void TlsStream::release_idle_buffers() noexcept {
 
 asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
   if (in_eof_) co_return base::fail(Errc::kClosed, std::string(what) + ": peer closed the connection");
+  if (deferred_errno_ != 0) {
+    const int e = std::exchange(deferred_errno_, 0);
+    if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
+    co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
+  }
   // After a short read the socket is most likely empty: the read goes into wait_buf_, and if it
   // must wait, the wait reads there too, so an idle connection can give its input buffer back
   // (release_idle_buffers) while its reader waits here for hours. The recv's EAGAIN tells the
@@ -292,6 +297,13 @@ asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
         co_return base::Result<void>{};
       }
       continue;
+    }
+    if (waited > 0) {
+      // The records read before the error go to OpenSSL first (the peer's last DATA or GOAWAY
+      // before its RST); the error, which the kernel reports only once, comes with the next read.
+      deferred_errno_ = e;
+      read_short_ = true;
+      co_return base::Result<void>{};
     }
     if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
     co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));

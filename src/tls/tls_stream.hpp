@@ -19,8 +19,8 @@ namespace meshnode::tls {
 /// TLS over a connected TCP socket: the one OpenSSL I/O wrapper of the project (its errors are
 /// read with tls::openssl_errors, like every other OpenSSL call). Both directions go through
 /// buffers of ours (two small custom BIOs). Input: we read the socket into a 64 KiB buffer (one
-/// recv() for several records; after a short read, the wait for readability comes first, so a
-/// message costs no failed recv()) and OpenSSL takes each record from it, header then body, so
+/// recv() for several records; after a short read, a 2 KiB one, which a waiting reader holds
+/// instead, see fill_input) and OpenSSL takes each record from it, header then body, so
 /// its own record buffer never holds
 /// more than one record (with OpenSSL's read-ahead it moved every unread record to the buffer's
 /// start before each one: 1.5 bytes moved per byte received in bulk). Output: records collect in a
@@ -121,9 +121,11 @@ class TlsStream {
   bool in_eof_ = false;          ///< the socket read EOF: once in_ is drained, OpenSSL sees EOF
   bool buffers_output_ = false;  ///< our BIOs are installed (else OpenSSL reads and writes the socket)
   bool read_short_ = false;      ///< the socket's last read gave less than asked (see input_drained)
+  int deferred_errno_ = 0;       ///< a recv error met after bytes were read, for the next fill_input
   /// Where the read after a short one, and the read that waits for the socket, put what they
-  /// get: an idle reader holds no input buffer. 2 KiB: a 1 KiB HTTP message's record fits, so it
-  /// costs one recv.
+  /// get: an idle reader holds no input buffer. 2 KiB, kept for the stream's life (one per HBONE
+  /// connection, not per tunnel): a 1 KiB HTTP message's record fits, so it costs one recv, where
+  /// a one-byte peek as the wait would cost a second.
   std::array<std::byte, 2048> wait_buf_;
 };
 

@@ -2,11 +2,13 @@
 // hbone::ClientPool: byte integrity, half-close, server-first, resets, per-stream flow control.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "net/deadline.hpp"
@@ -194,28 +196,41 @@ asio::awaitable<void> server_handshake(tls::TlsStream& server, bool& done) {
   done = true;
 }
 
-asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
+// A client and a server TlsStream over loopback TCP, handshaken. The server's is moved once
+// before use, as Session::create moves it: the read BIO's callback must follow.
+struct TlsPair {
+  std::optional<tls::TlsStream> client;
+  std::optional<tls::TlsStream> server;
+};
+
+asio::awaitable<bool> handshake_pair(HboneLoopback& lo, TlsPair& pair) {
   asio::ip::tcp::acceptor acceptor(lo.io(), asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   asio::ip::tcp::socket client_tcp(lo.io());
   auto [cec] = co_await client_tcp.async_connect(acceptor.local_endpoint(), net::kNoThrow);
-  CO_ASSERT(!cec, cec.message());
+  EXPECT_FALSE(cec) << cec.message();
   auto [aec, server_tcp] = co_await acceptor.async_accept(net::kNoThrow);
-  CO_ASSERT(!aec, aec.message());
+  EXPECT_FALSE(aec) << aec.message();
   auto client_identity = lo.certs().get(kClientId);
   auto server_identity = lo.certs().get(kServerId);
-  CO_ASSERT(client_identity && server_identity);
-  tls::TlsStream client(std::move(client_tcp), SSL_new((*client_identity)->client_ctx.get()));
-  // Moved once before use, as Session::create moves it: the read BIO's callback must follow.
+  if (cec || aec || !client_identity || !server_identity) co_return false;
+  pair.client.emplace(std::move(client_tcp), SSL_new((*client_identity)->client_ctx.get()));
   tls::TlsStream first_home(std::move(server_tcp), SSL_new((*server_identity)->server_ctx.get()));
-  tls::TlsStream server(std::move(first_home));
+  pair.server.emplace(std::move(first_home));
   bool server_done = false;
-  asio::co_spawn(lo.io(), server_handshake(server, server_done), asio::detached);
-  auto hs = co_await client.handshake(tls::TlsStream::Role::kClient);
-  if (!hs) server.close();  // the server's handshake then ends too: it must not outlive `server`
+  asio::co_spawn(lo.io(), server_handshake(*pair.server, server_done), asio::detached);
+  auto hs = co_await pair.client->handshake(tls::TlsStream::Role::kClient);
+  if (!hs) pair.server->close();  // the server's handshake then ends too: it must not outlive `server`
   const std::function<bool()> handshaken = [&] { return server_done; };
   const bool server_finished = co_await wait_until(handshaken);
-  CO_ASSERT(hs, hs.error().message());
-  CO_ASSERT(server_finished);
+  EXPECT_TRUE(hs) << hs.error().message();
+  co_return hs && server_finished;
+}
+
+asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
+  TlsPair pair;
+  CO_ASSERT(co_await handshake_pair(lo, pair));
+  tls::TlsStream& client = *pair.client;
+  tls::TlsStream& server = *pair.server;
 
   // One small message, read whole: nothing left anywhere.
   auto sent = co_await client.write_all(as_bytes("ping"));
@@ -255,6 +270,90 @@ asio::awaitable<void> input_drained_tracks_the_socket(HboneLoopback& lo) {
 TEST(TlsStream, InputDrainedOnlyWhenNothingIsBufferedAndTheSocketReadCameUpShort) {
   HboneLoopback lo;
   lo.run(input_drained_tracks_the_socket(lo));
+}
+
+// Reads `want` bytes from `s` (or up to an error or EOF).
+struct Received {
+  Bytes data;
+  base::Result<std::size_t> end = 0;  // the read that stopped it (0 = EOF), once it stopped short
+  bool done = false;
+};
+asio::awaitable<void> receive(tls::TlsStream& s, std::size_t want, Received& out) {
+  std::array<std::byte, 32 * 1024> buf{};
+  while (out.data.size() < want) {
+    auto n = co_await s.read_some(buf);
+    if (!n || *n == 0) {
+      out.end = n;
+      break;
+    }
+    out.data.insert(out.data.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+  }
+  out.done = true;
+}
+
+// Whether the peer's RST has reached `s`'s socket, by poll(2), which leaves the pending error in
+// place.
+bool reset_arrived(tls::TlsStream& s) {
+  pollfd p{s.socket().native_handle(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// After a short read the TLS stream reads into a 2 KiB buffer of its own, and waits there (so a
+// waiting reader holds no input buffer). Records smaller, just smaller, exactly as big and bigger
+// than that buffer all arrive whole, whether they arrive while the reader waits or before it
+// reads; and a record that fills the buffer exactly and is followed by the peer's RST still
+// reaches the reader before the reset does (the kernel reports the reset once, after the bytes).
+asio::awaitable<void> records_around_the_wait_buffer(HboneLoopback& lo) {
+  TlsPair pair;
+  CO_ASSERT(co_await handshake_pair(lo, pair));
+  tls::TlsStream& client = *pair.client;
+  tls::TlsStream& server = *pair.server;
+  // A TLS 1.3 record of n plaintext bytes is n + 22 on the wire (header 5, content type 1, tag 16).
+  constexpr std::size_t kFillsWaitBuffer = 2048 - 22;
+  std::uint64_t seed = 40;
+  for (const std::size_t size : {std::size_t{1}, kFillsWaitBuffer - 1, kFillsWaitBuffer, kFillsWaitBuffer + 1,
+                                 std::size_t{5000}, std::size_t{40'000}}) {
+    for (const bool reader_waits_first : {true, false}) {
+      const Bytes message = random_bytes(++seed, size);
+      Received got;
+      if (reader_waits_first) asio::co_spawn(lo.io(), receive(server, size, got), asio::detached);
+      auto sent = co_await client.write_all(message);
+      CO_ASSERT(sent, sent.error().message());
+      if (!reader_waits_first) {
+        const std::function<bool()> all_arrived = [&] {
+          int queued = 0;
+          return ::ioctl(server.socket().native_handle(), FIONREAD, &queued) == 0 &&
+                 static_cast<std::size_t>(queued) >= size;
+        };
+        CO_ASSERT(co_await wait_until(all_arrived));
+        asio::co_spawn(lo.io(), receive(server, size, got), asio::detached);
+      }
+      const std::function<bool()> received = [&] { return got.done; };
+      CO_ASSERT(co_await wait_until(received), "message of " + std::to_string(size) + " B never read");
+      EXPECT_TRUE(got.data == message) << size << " B message, reader waiting first: " << reader_waits_first
+                                       << ", got " << got.data.size() << " B";
+    }
+  }
+
+  const Bytes last = random_bytes(99, kFillsWaitBuffer);
+  auto sent = co_await client.write_all(last);
+  CO_ASSERT(sent, sent.error().message());
+  client.socket().set_option(asio::socket_base::linger(true, 0));
+  client.close();  // RST, right behind the record
+  const std::function<bool()> arrived = [&] { return reset_arrived(server); };
+  CO_ASSERT(co_await wait_until(arrived));
+  Received got;
+  asio::co_spawn(lo.io(), receive(server, last.size() + 1, got), asio::detached);
+  const std::function<bool()> ended = [&] { return got.done; };
+  CO_ASSERT(co_await wait_until(ended));
+  EXPECT_TRUE(got.data == last) << "the record before the RST was lost: got " << got.data.size() << " B";
+  CO_ASSERT(!got.end, "the RST became an EOF");
+  EXPECT_EQ(got.end.error().code, Errc::kReset) << got.end.error().message();
+}
+
+TEST(TlsStream, RecordsAroundTheWaitBufferSizeArriveWholeAndBeforeAReset) {
+  HboneLoopback lo;
+  lo.run(records_around_the_wait_buffer(lo));
 }
 
 asio::awaitable<void> server_reset(HboneLoopback& lo) {

@@ -29,14 +29,20 @@ using asio::ip::tcp;
 
 std::span<const std::byte> as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
 
-// Runs the io_context until `done` or `limit` passes; returns whether `done` became true.
-bool run_until(asio::io_context& io, const bool& done, std::chrono::steady_clock::duration limit = 5s) {
+// Runs the io_context until `pred()` or `limit` passes; returns whether `pred()` became true.
+template <typename Pred>
+bool run_until_true(asio::io_context& io, Pred pred, std::chrono::steady_clock::duration limit = 5s) {
   auto until = std::chrono::steady_clock::now() + limit;
-  while (!done && std::chrono::steady_clock::now() < until) {
+  while (!pred() && std::chrono::steady_clock::now() < until) {
     io.restart();
     io.run_one_for(50ms);
   }
-  return done;
+  return pred();
+}
+
+// Runs the io_context until `done` or `limit` passes; returns whether `done` became true.
+bool run_until(asio::io_context& io, const bool& done, std::chrono::steady_clock::duration limit = 5s) {
+  return run_until_true(io, [&] { return done; }, limit);
 }
 
 // A connected loopback pair of TCP sockets on `io`.
@@ -525,7 +531,6 @@ TEST(TcpStream, ReadNowLeavesACleanEofForReadSome) {
   EXPECT_EQ(*got.end, 0u);
 }
 
-
 // Reads up to `count` messages (each read one message), waiting at `gate` after each, so the test
 // decides whether the next message arrives while a read is queued or while none is.
 asio::awaitable<void> read_gated(TcpStream& s, Signal& gate, std::vector<std::string>& got, std::size_t count,
@@ -539,17 +544,6 @@ asio::awaitable<void> read_gated(TcpStream& s, Signal& gate, std::vector<std::st
     co_await gate.wait();
   }
   done = true;
-}
-
-// Runs `io` until `pred()` or 5 s pass.
-template <typename Pred>
-bool run_until_true(asio::io_context& io, Pred pred) {
-  auto until = std::chrono::steady_clock::now() + 5s;
-  while (!pred() && std::chrono::steady_clock::now() < until) {
-    io.restart();
-    io.run_one_for(50ms);
-  }
-  return pred();
 }
 
 // wait_readable's peek, when it finds nothing, tells the reactor the socket is drained, and the

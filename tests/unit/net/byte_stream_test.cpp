@@ -585,13 +585,6 @@ TEST(TcpStream, EveryMessageWakesAReaderThatWaitsForReadability) {
   EXPECT_TRUE(run_until(io, done));
 }
 
-asio::awaitable<void> wait_readable_then_read_to_end(TcpStream& server, bool& woke, ReadAll& got, bool& done) {
-  co_await server.wait_readable();
-  woke = true;
-  got = co_await read_all(server);
-  done = true;
-}
-
 // wait_readable's queued peek meets the peer's end itself: a FIN must still come out of the read
 // as EOF (the reactor reports it only once), and an RST as a reset (the peek took the error).
 TEST(TcpStream, AnEofOrResetThatEndsAWaitIsReportedByTheRead) {
@@ -602,7 +595,7 @@ TEST(TcpStream, AnEofOrResetThatEndsAWaitIsReportedByTheRead) {
     bool woke = false;
     bool done = false;
     ReadAll got;
-    asio::co_spawn(io, wait_readable_then_read_to_end(server, woke, got, done), asio::detached);
+    asio::co_spawn(io, wait_readable_then_read(server, got, woke, done), asio::detached);
     for (int k = 0; k < 5; ++k) {  // the wait is queued before the peer's end arrives
       io.restart();
       io.poll();

@@ -52,6 +52,7 @@ void object_pool<epoll_reactor::descriptor_state>::free(epoll_reactor::descripto
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "net/drained_read.hpp"
@@ -365,21 +366,14 @@ template <typename Call>
 ssize_t call_noting_drained(asio::ip::tcp::socket& socket, Call call) noexcept {
   const int fd = socket.native_handle();
   Record* record = socket.is_open() ? record_of(socket) : nullptr;
-  if (record == nullptr) {
-    ssize_t n;
-    do n = call(fd);
-    while (n < 0 && errno == EINTR);
-    return n;
-  }
+  std::optional<asio::detail::conditionally_enabled_mutex::scoped_lock> lock;
+  if (record != nullptr) lock.emplace(record->*granted(RecordMutexMember{}));
   ssize_t n;
-  int saved;
-  {
-    asio::detail::conditionally_enabled_mutex::scoped_lock lock(record->*granted(RecordMutexMember{}));
-    do n = call(fd);
-    while (n < 0 && errno == EINTR);
-    saved = errno;
-    if (n < 0 && (saved == EAGAIN || saved == EWOULDBLOCK)) mark_drained(record);
-  }
+  do n = call(fd);
+  while (n < 0 && errno == EINTR);
+  const int saved = errno;
+  if (record != nullptr && n < 0 && (saved == EAGAIN || saved == EWOULDBLOCK)) mark_drained(record);
+  lock.reset();
   errno = saved;  // after the unlock, which may set it
   return n;
 }

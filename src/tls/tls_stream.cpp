@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include "net/awaitable.hpp"
@@ -34,6 +33,13 @@ constexpr std::size_t kWritePiece = 256 * 1024;
 // per 64 B message (issue 15). Peeking first costs one thread-local lookup.
 void clear_error_queue() noexcept {
   if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
+// A failed recv's or send's errno as the error that ends the call: ECONNRESET or EPIPE → kReset,
+// anything else → kIo.
+std::unexpected<base::Error> socket_failure(int e, const char* what) {
+  const std::error_code ec(e, std::system_category());
+  return base::fail(e == ECONNRESET || e == EPIPE ? Errc::kReset : Errc::kIo, what, ec);
 }
 
 long out_bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
@@ -171,8 +177,7 @@ base::Result<void> TlsStream::try_send(const char* what) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {};  // the socket is full: the rest waits
     int e = n < 0 ? errno : EPIPE;
-    if (e == ECONNRESET || e == EPIPE) return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
-    return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
+    return socket_failure(e, what);
   }
   out_head_ = 0;
   out_.clear();
@@ -210,38 +215,18 @@ void TlsStream::release_idle_buffers() noexcept {
 
 asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
   if (in_eof_) co_return base::fail(Errc::kClosed, std::string(what) + ": peer closed the connection");
-  if (deferred_errno_ != 0) {
-    const int e = std::exchange(deferred_errno_, 0);
-    if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
-    co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
-  }
-  // After a short read the socket is most likely empty: the read goes into wait_buf_, and if it
-  // must wait, the wait reads there too, so an idle connection can give its input buffer back
-  // (release_idle_buffers) while its reader waits here for hours. The recv's EAGAIN tells the
-  // reactor the socket is drained (net/drained_read.hpp), so the queued read costs no second
-  // recv, and no epoll_ctl as a readiness wait would.
+  if (deferred_errno_ != 0) co_return socket_failure(std::exchange(deferred_errno_, 0), what);
+  // After a short read the socket is most likely empty: the read goes into wait_buf_, and waits
+  // there, so an idle connection can give its input buffer back (release_idle_buffers) while its
+  // reader waits here for hours. Asio tries one recv before it waits, unless our last recv met
+  // EAGAIN (net/drained_read.hpp), and queues the wait with no epoll_ctl, as a readiness wait
+  // would need.
   bool small_first = read_short_;
-  bool drained = false;  // the last recv met EAGAIN: wait without another
   for (;;) {
     if (!socket_.is_open()) co_return base::fail(Errc::kClosed, std::string(what) + ": socket closed");
     std::size_t waited = 0;  // bytes read into wait_buf_
     if (small_first) {
-      const ssize_t got = drained ? -1 : net::recv_noting_drained(socket_, wait_buf_.data(), wait_buf_.size());
-      const int e = drained ? EAGAIN : errno;
-      if (got == 0) {
-        in_eof_ = true;
-        read_short_ = true;
-        co_return base::Result<void>{};
-      }
-      if (got < 0 && e != EAGAIN && e != EWOULDBLOCK) {
-        if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
-        co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
-      }
-      std::error_code ec;
-      std::size_t n = got > 0 ? static_cast<std::size_t>(got) : 0;
-      if (got < 0) {
-        std::tie(ec, n) = co_await socket_.async_read_some(asio::buffer(wait_buf_), net::kNoThrow);
-      }
+      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(wait_buf_), net::kNoThrow);
       if (ec == asio::error::eof) {
         in_eof_ = true;
         read_short_ = true;
@@ -279,7 +264,6 @@ asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
     const std::size_t room = kInputBuffer - in_tail_;
     if (room == 0) co_return base::Result<void>{};
     const ssize_t n = net::recv_noting_drained(socket_, in_.get() + in_tail_, room);
-    drained = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     if (n > 0) {
       in_tail_ += static_cast<std::size_t>(n);
       read_short_ = static_cast<std::size_t>(n) < room;
@@ -291,22 +275,15 @@ asio::awaitable<base::Result<void>> TlsStream::fill_input(const char* what) {
       co_return base::Result<void>{};
     }
     const int e = errno;
-    if (e == EAGAIN || e == EWOULDBLOCK) {
-      if (waited > 0) {
-        read_short_ = true;
-        co_return base::Result<void>{};
-      }
-      continue;
-    }
+    const bool again = e == EAGAIN || e == EWOULDBLOCK;
     if (waited > 0) {
-      // The records read before the error go to OpenSSL first (the peer's last DATA or GOAWAY
+      // The records read before an error go to OpenSSL first (the peer's last DATA or GOAWAY
       // before its RST); the error, which the kernel reports only once, comes with the next read.
-      deferred_errno_ = e;
+      if (!again) deferred_errno_ = e;
       read_short_ = true;
       co_return base::Result<void>{};
     }
-    if (e == ECONNRESET || e == EPIPE) co_return base::fail(Errc::kReset, what, std::error_code(e, std::system_category()));
-    co_return base::fail(Errc::kIo, what, std::error_code(e, std::system_category()));
+    if (!again) co_return socket_failure(e, what);
   }
 }
 

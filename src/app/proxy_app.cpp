@@ -171,6 +171,7 @@ class ProxyApp {
         readiness_server_(control_, "readiness", &task_failures("http")) {
     telemetry::register_build_info(registry_, kVersion);
     for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
+    loads_ = std::make_unique<proxy::WorkerLoads>(workers_.size());
   }
 
   int run(std::vector<StaticPod> pods);
@@ -214,6 +215,9 @@ class ProxyApp {
   /// The control thread's loops (ZDS, config watch, shutdown).
   net::DrainScope control_tasks_;
   asio::io_context control_{1};
+  /// Open connections per worker; declared before workers_ so that it outlives the connection
+  /// tasks destroyed with them.
+  std::unique_ptr<proxy::WorkerLoads> loads_;
   std::vector<std::unique_ptr<asio::io_context>> workers_;
   std::vector<std::thread> threads_;
   state::StateStore state_;
@@ -412,6 +416,7 @@ int ProxyApp::run(std::vector<StaticPod> pods) {
   inputs.options.transparent_inbound = options_.transparent_inbound;
   inputs.options.hbone_early_data = options_.hbone_early_data;
   inputs.on_demand = on_demand_.get();
+  inputs.loads = loads_.get();
   std::vector<asio::io_context*> ios;
   for (auto& io : workers_) ios.push_back(io.get());
   pods_ = std::make_unique<inpod::WorkloadManager>(

@@ -41,12 +41,20 @@ base::Result<std::unique_ptr<PodListenerSet>> PodListenerSet::start(std::shared_
     }
   }
   std::unique_ptr<PodListenerSet> set(new PodListenerSet(pod));
+  // Each worker's PodWorker knows the others, to hand them connections (proxy::WorkerLoads); the
+  // worker index is its place in the span, as in ProxyInputs::loads.
+  std::vector<std::weak_ptr<proxy::PodWorker>> siblings;
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    auto worker = std::make_shared<proxy::PodWorker>(*workers[i], pod, inputs);
+    auto worker = std::make_shared<proxy::PodWorker>(*workers[i], pod, inputs, i);
+    siblings.push_back(worker);
+    set->parts_.push_back(WorkerPart{workers[i], std::move(worker)});
+  }
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    auto& worker = set->parts_[i].worker;
+    worker->set_siblings(siblings);
     asio::post(*workers[i], [worker, fds = std::make_shared<std::vector<proxy::ListenerFd>>(std::move(per_worker[i]))] {
       worker->start(std::move(*fds));
     });
-    set->parts_.push_back(WorkerPart{workers[i], std::move(worker)});
   }
   spdlog::info("pod={} name={}/{} identity={} listeners up in netns {}", pod->uid, pod->ns, pod->name,
                pod->identity.to_string(), pod->netns->description());

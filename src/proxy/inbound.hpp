@@ -34,8 +34,9 @@ class Inbound {
   explicit Inbound(PodContext& pod) : pod_(pod) {}
 
   /// One accepted connection: handshake and HTTP/2 session; each stream is then served as its own
-  /// task in the data-path scope. `owner` (the pod worker) is kept alive by the session's stream
-  /// handler, so streams outlive neither the paths nor the pool they use.
+  /// task in the data-path scope. `owner` (keeping the pod worker alive, and the connection's
+  /// place in ProxyInputs::loads) is kept alive by the session's stream handler until the session
+  /// ends, so streams outlive neither the paths nor the pool they use.
   asio::awaitable<void> serve(asio::ip::tcp::socket socket, TraceId id, std::shared_ptr<const void> owner);
   /// One CONNECT stream of an authenticated connection.
   asio::awaitable<void> serve_stream(std::shared_ptr<h2::Stream> stream,

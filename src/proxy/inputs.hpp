@@ -17,6 +17,7 @@
 #include "net/drain_scope.hpp"
 #include "net/socket_factory.hpp"
 #include "proxy/tcp_metrics.hpp"
+#include "proxy/worker_loads.hpp"
 #include "state/store.hpp"
 #include "state/workload.hpp"
 #include "tls/cert_manager.hpp"
@@ -90,6 +91,9 @@ struct ProxyInputs {
   ProxyOptions options;
   /// Set in on-demand mode (XDS_ON_DEMAND=true); null = a miss is passthrough at once.
   OnDemandLookup* on_demand = nullptr;
+  /// Open connections per data worker, for balancing accepted connections across a pod's
+  /// per-worker listeners (PodWorker); null = each connection stays where it was accepted.
+  WorkerLoads* loads = nullptr;
 };
 
 /// The four listeners of a pod (DESIGN §1 ports).

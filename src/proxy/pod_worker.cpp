@@ -1,5 +1,6 @@
 #include "proxy/pod_worker.hpp"
 
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
@@ -20,8 +21,26 @@ std::string_view to_string(ListenerKind kind) noexcept {
   return "unknown";
 }
 
-PodWorker::PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyInputs& inputs)
-    : ctx_(io, std::move(pod), inputs) {}
+namespace {
+
+// A connection's place in its worker's count, given back when its task ends (the task keeps its
+// owner alive until then).
+struct Counted {
+  Counted(std::shared_ptr<const void> o, WorkerLoads* l, std::size_t w) : owner(std::move(o)), loads(l), worker(w) {}
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+  ~Counted() { loads->remove(worker); }
+
+  std::shared_ptr<const void> owner;
+  WorkerLoads* loads;
+  std::size_t worker;
+};
+
+}  // namespace
+
+PodWorker::PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyInputs& inputs,
+                     std::size_t index)
+    : ctx_(io, std::move(pod), inputs), index_(index) {}
 
 PodWorker::~PodWorker() = default;
 
@@ -81,22 +100,77 @@ asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<
     }
     // Ignored: Nagle only delays; a socket that refuses TCP_NODELAY still carries the bytes.
     socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    dispatch(kind, std::move(socket));
+    route(kind, std::move(socket));
   }
 }
 
-void PodWorker::dispatch(ListenerKind kind, asio::ip::tcp::socket socket) {
+void PodWorker::route(ListenerKind kind, asio::ip::tcp::socket socket) {
+  WorkerLoads* loads = ctx_.inputs.loads;
+  if (loads == nullptr || siblings_.size() != loads->size() || index_ >= loads->size()) {
+    dispatch(kind, std::move(socket), false);
+    return;
+  }
+  const std::size_t to = loads->pick(index_);
+  loads->add(to);
+  if (to != index_) {
+    auto sibling = siblings_[to].lock();
+    std::error_code ec;
+    const auto local = socket.local_endpoint(ec);
+    if (sibling && !ec) {
+      // release() takes the socket out of this worker's epoll; the sibling registers it in its own.
+      base::UniqueFd fd(socket.release(ec));
+      if (!ec) {
+        asio::post(sibling->ctx_.io, [sibling, kind, fd = std::move(fd), protocol = local.protocol()]() mutable {
+          sibling->adopt(kind, std::move(fd), protocol);
+        });
+        return;
+      }
+    }
+    // The sibling is gone (its pod is being removed) or the socket cannot move: serve it here.
+    loads->remove(to);
+    loads->add(index_);
+  }
+  dispatch(kind, std::move(socket), true);
+}
+
+void PodWorker::adopt(ListenerKind kind, base::UniqueFd fd, asio::ip::tcp protocol) {
+  if (ctx_.stopped) {
+    ctx_.inputs.loads->remove(index_);
+    return;  // the listeners are closed: the pod is leaving; fd closes with it
+  }
+  asio::ip::tcp::socket socket(ctx_.io);
+  std::error_code ec;
+  socket.assign(protocol, fd.get(), ec);
+  if (ec) {
+    ctx_.inputs.loads->remove(index_);
+    spdlog::warn("pod={} listener={} connection hand-off failed: {}", ctx_.pod->uid, to_string(kind), ec.message());
+    return;
+  }
+  (void)fd.release();
+  dispatch(kind, std::move(socket), true);
+}
+
+void PodWorker::dispatch(ListenerKind kind, asio::ip::tcp::socket socket, bool counted) {
   const TraceId id = ctx_.next_trace_id();
   auto ex = ctx_.io.get_executor();
   auto self = shared_from_this();
+  std::shared_ptr<const void> owner = self;
+  if (counted) owner = std::make_shared<const Counted>(self, ctx_.inputs.loads, index_);
   auto& tasks = ctx_.inputs.tasks;
   switch (kind) {
-    case ListenerKind::kOutbound: tasks.spawn(ex, outbound_.serve(std::move(socket), id), id.hex(), self); break;
-    case ListenerKind::kSocks5: tasks.spawn(ex, socks5_.serve(std::move(socket), id), id.hex(), self); break;
+    case ListenerKind::kOutbound: tasks.spawn(ex, outbound_.serve(std::move(socket), id), id.hex(), std::move(owner)); break;
+    case ListenerKind::kSocks5: tasks.spawn(ex, socks5_.serve(std::move(socket), id), id.hex(), std::move(owner)); break;
     case ListenerKind::kInboundPlaintext:
-      tasks.spawn(ex, passthrough_.serve(std::move(socket), id), id.hex(), self);
+      tasks.spawn(ex, passthrough_.serve(std::move(socket), id), id.hex(), std::move(owner));
       break;
-    case ListenerKind::kInboundHbone: tasks.spawn(ex, inbound_.serve(std::move(socket), id, self), id.hex(), self); break;
+    case ListenerKind::kInboundHbone:
+      // The session outlives this task (its streams run as tasks of their own) and holds `owner`
+      // until it ends: so the connection counts on this worker for as long as it is open.
+    {
+      auto session_owner = owner;  // a copy before the call: its arguments' order is unspecified
+      tasks.spawn(ex, inbound_.serve(std::move(socket), id, std::move(session_owner)), id.hex(), std::move(owner));
+      break;
+    }
   }
 }
 

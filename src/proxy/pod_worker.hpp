@@ -25,8 +25,15 @@ namespace meshnode::proxy {
 /// Connections live and die on this worker (DESIGN §4).
 class PodWorker : public std::enable_shared_from_this<PodWorker> {
  public:
-  PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyInputs& inputs);
+  /// `index` is the worker's place in ProxyInputs::loads (0 when there is none).
+  PodWorker(asio::io_context& io, std::shared_ptr<const PodInfo> pod, const ProxyInputs& inputs,
+            std::size_t index = 0);
   ~PodWorker();
+
+  /// The same pod's PodWorkers on every worker, by worker index (this one included), which
+  /// accepted connections may be handed to (ProxyInputs::loads). Before start(); not owning (they
+  /// own nothing of each other).
+  void set_siblings(std::vector<std::weak_ptr<PodWorker>> siblings) { siblings_ = std::move(siblings); }
 
   /// Takes the listeners and starts accepting on them.
   void start(std::vector<ListenerFd> listeners);
@@ -42,8 +49,15 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
 
  private:
   asio::awaitable<void> accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor);
-  /// Spawns the path serving `kind` for one accepted connection.
-  void dispatch(ListenerKind kind, asio::ip::tcp::socket socket);
+  /// Serves one accepted connection here, or on the sibling whose worker has the fewest open
+  /// connections (ProxyInputs::loads), counted there from now on.
+  void route(ListenerKind kind, asio::ip::tcp::socket socket);
+  /// On this worker's thread: takes a connection another worker accepted for this pod and counted
+  /// on this one (`fd` is its socket).
+  void adopt(ListenerKind kind, base::UniqueFd fd, asio::ip::tcp protocol);
+  /// Spawns the path serving `kind` for one accepted connection; `counted`: it is counted in
+  /// ProxyInputs::loads on this worker until its task ends.
+  void dispatch(ListenerKind kind, asio::ip::tcp::socket socket, bool counted);
 
   PodContext ctx_;
   Outbound outbound_{ctx_};
@@ -51,6 +65,8 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   Inbound inbound_{ctx_};
   InboundPassthrough passthrough_{ctx_};
   std::vector<std::shared_ptr<asio::ip::tcp::acceptor>> acceptors_;
+  std::vector<std::weak_ptr<PodWorker>> siblings_;
+  std::size_t index_;
 };
 
 }  // namespace meshnode::proxy

@@ -1,9 +1,10 @@
 #pragma once
 
 // In-pod tests without root: the WorkloadManager (and the ZDS client over a real SOCK_SEQPACKET
-// socket to a fake agent) with real listener sets on one worker thread, sockets from
-// fakes::DirectSockets and stand-in pod netns handles. The control io_context runs on its own
-// thread; everything that is control-thread only is reached through `on_control`.
+// socket to a fake agent) with real listener sets on one worker thread (or as many as a test
+// asks for), sockets from fakes::DirectSockets and stand-in pod netns handles. The control
+// io_context runs on its own thread; everything that is control-thread only is reached through
+// `on_control`.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -41,23 +42,30 @@ using testing_support::eventually;
 
 class InpodHarness {
  public:
-  InpodHarness() {
+  /// `workers` data worker threads, connections balanced across them (proxy::WorkerLoads).
+  explicit InpodHarness(std::size_t workers = 1) : loads_(workers) {
     certs_ = tls::testing::cert_manager_in(dir_);
     proxy::ProxyInputs inputs{store_, *certs_, tcp_metrics_, sockets_, tasks_, {}};
-    manager_ = std::make_unique<WorkloadManager>(
-        WorkloadManager::Deps{control_, {&worker_}, inputs, {false}, readiness_, registry_});
-    worker_thread_ = std::thread([this] { worker_.run(); });
+    inputs.loads = &loads_;
+    std::vector<asio::io_context*> ios;
+    for (std::size_t i = 0; i < workers; ++i) {
+      workers_.push_back(std::make_unique<asio::io_context>(1));
+      ios.push_back(workers_.back().get());
+      worker_guards_.emplace_back(workers_.back()->get_executor());
+    }
+    manager_ = std::make_unique<WorkloadManager>(WorkloadManager::Deps{control_, ios, inputs, {false}, readiness_, registry_});
+    for (auto& io : workers_) worker_threads_.emplace_back([io = io.get()] { io->run(); });
     control_thread_ = std::thread([this] { control_.run(); });
   }
   ~InpodHarness() {
     on_control([this] { manager_.reset(); });
     EXPECT_TRUE(eventually([&] { return tasks_.active() == 0; })) << tasks_.active() << " data-path tasks left";
     control_guard_.reset();
-    worker_guard_.reset();
+    worker_guards_.clear();
     control_.stop();
-    worker_.stop();
+    for (auto& io : workers_) io->stop();
     control_thread_.join();
-    worker_thread_.join();
+    for (auto& t : worker_threads_) t.join();
   }
 
   /// Runs `fn` on the control thread and waits for it.
@@ -101,6 +109,7 @@ class InpodHarness {
   telemetry::Readiness& readiness() { return readiness_; }
   telemetry::MetricsRegistry& registry() { return registry_; }
   net::DrainScope& control_tasks() { return control_tasks_; }
+  proxy::WorkerLoads& loads() { return loads_; }
   const tls::testing::TempDir& dir() const { return dir_; }
 
  private:
@@ -114,12 +123,13 @@ class InpodHarness {
   fakes::DirectSockets sockets_;
   net::DrainScope tasks_{"inpod test data path"};
   net::DrainScope control_tasks_{"inpod test control"};
+  proxy::WorkerLoads loads_;
   asio::io_context control_{1};
-  asio::io_context worker_{1};
+  std::vector<std::unique_ptr<asio::io_context>> workers_;
   asio::executor_work_guard<asio::io_context::executor_type> control_guard_{control_.get_executor()};
-  asio::executor_work_guard<asio::io_context::executor_type> worker_guard_{worker_.get_executor()};
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> worker_guards_;
   std::unique_ptr<WorkloadManager> manager_;
-  std::thread worker_thread_;
+  std::vector<std::thread> worker_threads_;
   std::thread control_thread_;
 };
 

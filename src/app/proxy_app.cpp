@@ -171,7 +171,7 @@ class ProxyApp {
         readiness_server_(control_, "readiness", &task_failures("http")) {
     telemetry::register_build_info(registry_, kVersion);
     for (int i = 0; i < o.worker_threads; ++i) workers_.push_back(std::make_unique<asio::io_context>(1));
-    loads_ = std::make_unique<proxy::WorkerLoads>(workers_.size());
+    loads_ = std::make_unique<proxy::WorkerLoads>(workers_.size(), &registry_);
   }
 
   int run(std::vector<StaticPod> pods);

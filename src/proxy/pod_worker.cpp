@@ -120,6 +120,7 @@ void PodWorker::route(ListenerKind kind, asio::ip::tcp::socket socket) {
       // release() takes the socket out of this worker's epoll; the sibling registers it in its own.
       base::UniqueFd fd(socket.release(ec));
       if (!ec) {
+        loads->count_handoff();
         asio::post(sibling->ctx_.io, [sibling, kind, fd = std::move(fd), protocol = local.protocol()]() mutable {
           sibling->adopt(kind, std::move(fd), protocol);
         });

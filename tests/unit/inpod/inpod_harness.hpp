@@ -43,7 +43,7 @@ using testing_support::eventually;
 class InpodHarness {
  public:
   /// `workers` data worker threads, connections balanced across them (proxy::WorkerLoads).
-  explicit InpodHarness(std::size_t workers = 1) : loads_(workers) {
+  explicit InpodHarness(std::size_t workers = 1) : loads_(workers, &registry_) {
     certs_ = tls::testing::cert_manager_in(dir_);
     proxy::ProxyInputs inputs{store_, *certs_, tcp_metrics_, sockets_, tasks_, {}};
     inputs.loads = &loads_;

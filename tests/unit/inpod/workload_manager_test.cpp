@@ -127,6 +127,10 @@ TEST(WorkloadManager, ConnectionsOfAPodSpreadEvenlyOverTheWorkersWhateverListene
     const auto a = h.loads().open(0), b = h.loads().open(1);
     EXPECT_LE(std::max(a, b) - std::min(a, b), 1u) << "after " << i << " connections: " << a << " / " << b;
   }
+  // What an operator sees: the per-worker gauges, and that some connections were moved.
+  EXPECT_EQ(h.registry().gauge("meshnode_worker_open_connections", "", {{"worker", "0"}}).value(), 8);
+  EXPECT_EQ(h.registry().gauge("meshnode_worker_open_connections", "", {{"worker", "1"}}).value(), 8);
+  EXPECT_GT(h.counter("meshnode_worker_handoffs_total"), 0);
   clients.clear();
   EXPECT_TRUE(eventually([&] { return h.loads().open(0) + h.loads().open(1) == 0; }))
       << "each connection gives its place back when it ends: " << h.loads().open(0) << " / " << h.loads().open(1);

@@ -1,6 +1,8 @@
 // WorkerLoads (issue 15): the least-connections choice of a worker for an accepted connection.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "proxy/worker_loads.hpp"
 
 namespace meshnode::proxy {
@@ -19,6 +21,20 @@ TEST(WorkerLoads, PicksTheWorkerWithFewestOpenConnectionsAndStaysHomeOnATie) {
   EXPECT_EQ(loads.pick(2), 0u) << "a connection that ended gives its place back";
   EXPECT_EQ(loads.open(0), 0u);
   EXPECT_EQ(loads.open(1), 1u);
+}
+
+TEST(WorkerLoads, ExportsEachWorkersOpenConnectionsAndTheHandOffs) {
+  telemetry::MetricsRegistry registry;
+  WorkerLoads loads(2, &registry);
+  loads.add(0);
+  loads.add(1);
+  loads.add(1);
+  loads.remove(1);
+  loads.count_handoff();
+  const std::string text = registry.render();
+  EXPECT_NE(text.find("meshnode_worker_open_connections{worker=\"0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("meshnode_worker_open_connections{worker=\"1\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("meshnode_worker_handoffs_total 1\n"), std::string::npos) << text;
 }
 
 TEST(WorkerLoads, OneWorkerAlwaysPicksItself) {

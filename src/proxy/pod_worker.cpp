@@ -48,15 +48,16 @@ void PodWorker::start(std::vector<ListenerFd> listeners) {
   for (auto& l : listeners) {
     auto acceptor = std::make_shared<asio::ip::tcp::acceptor>(ctx_.io);
     auto local = net::local_addr(l.fd.get());
+    const asio::ip::tcp protocol = local && local->ip.is_v4() ? asio::ip::tcp::v4() : asio::ip::tcp::v6();
     std::error_code ec;
-    acceptor->assign(local && local->ip.is_v4() ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), l.fd.release(), ec);
+    acceptor->assign(protocol, l.fd.release(), ec);
     if (ec) {
       spdlog::error("pod={} listener={} cannot be used: {}", ctx_.pod->uid, to_string(l.kind), ec.message());
       continue;
     }
     acceptors_.push_back(acceptor);
     std::string id = "accept " + std::string(to_string(l.kind)) + " pod=" + ctx_.pod->uid;
-    ctx_.inputs.tasks.spawn(ctx_.io.get_executor(), accept_loop(l.kind, acceptor), std::move(id), shared_from_this());
+    ctx_.inputs.tasks.spawn(ctx_.io.get_executor(), accept_loop(l.kind, protocol, acceptor), std::move(id), shared_from_this());
   }
 }
 
@@ -87,7 +88,8 @@ void PodWorker::abort_all() {
   ctx_.pool.close_all();
 }
 
-asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor) {
+asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, asio::ip::tcp protocol,
+                                             std::shared_ptr<asio::ip::tcp::acceptor> acceptor) {
   while (!ctx_.stopped) {
     auto [ec, socket] = co_await acceptor->async_accept(net::kNoThrow);
     if (ec) {
@@ -100,11 +102,11 @@ asio::awaitable<void> PodWorker::accept_loop(ListenerKind kind, std::shared_ptr<
     }
     // Ignored: Nagle only delays; a socket that refuses TCP_NODELAY still carries the bytes.
     socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    route(kind, std::move(socket));
+    route(kind, protocol, std::move(socket));
   }
 }
 
-void PodWorker::route(ListenerKind kind, asio::ip::tcp::socket socket) {
+void PodWorker::route(ListenerKind kind, asio::ip::tcp protocol, asio::ip::tcp::socket socket) {
   WorkerLoads* loads = ctx_.inputs.loads;
   if (loads == nullptr || siblings_.size() != loads->size() || index_ >= loads->size()) {
     dispatch(kind, std::move(socket), false);
@@ -113,15 +115,13 @@ void PodWorker::route(ListenerKind kind, asio::ip::tcp::socket socket) {
   const std::size_t to = loads->pick(index_);
   loads->add(to);
   if (to != index_) {
-    auto sibling = siblings_[to].lock();
-    std::error_code ec;
-    const auto local = socket.local_endpoint(ec);
-    if (sibling && !ec) {
+    if (auto sibling = siblings_[to].lock()) {
       // release() takes the socket out of this worker's epoll; the sibling registers it in its own.
+      std::error_code ec;
       base::UniqueFd fd(socket.release(ec));
       if (!ec) {
         loads->count_handoff();
-        asio::post(sibling->ctx_.io, [sibling, kind, fd = std::move(fd), protocol = local.protocol()]() mutable {
+        asio::post(sibling->ctx_.io, [sibling, kind, fd = std::move(fd), protocol]() mutable {
           sibling->adopt(kind, std::move(fd), protocol);
         });
         return;

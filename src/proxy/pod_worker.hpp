@@ -22,7 +22,8 @@ namespace meshnode::proxy {
 /// its path (Outbound, Socks5, Inbound, InboundPassthrough, over one shared PodContext). Every
 /// accept loop and connection is a task of the data-path DrainScope (ProxyInputs::tasks) that keeps
 /// this worker alive. Every method except `active()` must run on the worker's thread (post to it).
-/// Connections live and die on this worker (DESIGN §4).
+/// A connection is served to its end on one worker (DESIGN §4): the one that accepted it, or the
+/// less loaded one it was handed to right after the accept.
 class PodWorker : public std::enable_shared_from_this<PodWorker> {
  public:
   /// `index` is the worker's place in ProxyInputs::loads (0 when there is none).
@@ -48,10 +49,12 @@ class PodWorker : public std::enable_shared_from_this<PodWorker> {
   [[nodiscard]] std::size_t active() const noexcept { return ctx_.tracker.size(); }
 
  private:
-  asio::awaitable<void> accept_loop(ListenerKind kind, std::shared_ptr<asio::ip::tcp::acceptor> acceptor);
+  /// `protocol`: the listener's (v4 or v6), which its accepted sockets share.
+  asio::awaitable<void> accept_loop(ListenerKind kind, asio::ip::tcp protocol,
+                                    std::shared_ptr<asio::ip::tcp::acceptor> acceptor);
   /// Serves one accepted connection here, or on the sibling whose worker has the fewest open
   /// connections (ProxyInputs::loads), counted there from now on.
-  void route(ListenerKind kind, asio::ip::tcp::socket socket);
+  void route(ListenerKind kind, asio::ip::tcp protocol, asio::ip::tcp::socket socket);
   /// On this worker's thread: takes a connection another worker accepted for this pod and counted
   /// on this one (`fd` is its socket).
   void adopt(ListenerKind kind, base::UniqueFd fd, asio::ip::tcp protocol);
